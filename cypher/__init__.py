@@ -1,0 +1,1 @@
+"""The analysis catalog: one documented Cypher file per analysis (package data)."""

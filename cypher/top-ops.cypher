@@ -1,0 +1,31 @@
+// @name top-ops
+// @summary The n heaviest ops by weight.
+// @requires times
+// @param trace STRING: trace id
+// @param n INTEGER = 10: how many ops to return
+// @column op: op name
+// @column type: op type
+// @column device: device the op ran on
+// @column dur_us: the op's weight (us; steps for traces timed in steps)
+// @column kernels_us: summed duration of its kernels on device streams (null: no kernels)
+// @column share: dur_us as a fraction of all ops' summed weight
+//
+// Definition. An op's weight is the sum of its kernel durations on device
+// streams when it launched any, else its own record's duration. Ops not
+// executed in the trace are left out. Ties: lower execution sequence
+// number first.
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+//   :param n => 10
+MATCH (all:Op {trace: $trace})
+WITH sum(all.weight_us) AS total
+MATCH (o:Op {trace: $trace})
+WHERE o.executed
+OPTIONAL MATCH (o)-[:LAUNCHED]->(k:Kernel)
+WITH o, total, sum(k.dur_us) AS kernel_sum, count(k) AS kernels
+WITH o, total, CASE WHEN kernels > 0 THEN kernel_sum ELSE null END AS kernels_us
+ORDER BY o.weight_us DESC, o.seq
+LIMIT $n
+RETURN o.name AS op, o.type AS type, o.device_name AS device, o.weight_us AS dur_us, kernels_us,
+       CASE WHEN total > 0 THEN o.weight_us / total ELSE null END AS share

@@ -1,0 +1,1 @@
+"""Bundled sample traces (package data), used by `tracegraph demo`."""

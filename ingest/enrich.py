@@ -1,0 +1,243 @@
+"""Ingest-time analysis: the parts Cypher does badly, stored as properties.
+
+Cypher engines are good at matching and aggregating, poor at dynamic
+programming over a DAG and at ordered running sums. So the loader stores
+their results, and the canned queries only read them:
+
+* op weight: the sum of the op's kernel durations when it has kernels, else
+  its own record's duration (traces timed in steps: 1 per executed op);
+* per op earliest/latest start and finish and slack from a forward and a
+  backward pass over the dependency DAG (data + control edges), the heaviest
+  predecessor (``cp_pred``), and the op's place on the critical path;
+* the same forward pass with weight 1 for the longest chain by op count;
+* per allocator the memory timeline (running sum of allocations, frees
+  before allocations at equal times), its peak and when it is first reached;
+* per stream the next kernel in start order and the idle gap before it.
+
+Ties are broken the same way everywhere: the op with the lower ``seq``
+(execution order), then the lower ``uid``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracegraph.ingest.frames import TraceFrames
+
+# Slack below this is zero: sums of float microseconds are not exact.
+_EPS = 1e-6
+
+
+@dataclass
+class Summary:
+    """Trace-level facts stored on the Trace node."""
+
+    props: dict = field(default_factory=dict)
+
+
+def enrich(tf: TraceFrames) -> Summary:
+    """Add derived columns to ``tf`` in place; return the trace summary."""
+    ops = tf.ops
+    ops["scope"] = ops["name"].map(lambda n: n.rsplit("/", 1)[0] if "/" in n else "")
+    ops["weight_us"] = _weights(tf)
+    summary = Summary()
+    summary.props.update(_dag_passes(tf))
+    summary.props.update(_memory(tf))
+    _stream_order(tf)
+    summary.props.update(_facts(tf))
+    return summary
+
+
+def _weights(tf: TraceFrames) -> pd.Series:
+    ops = tf.ops
+    executed = ops["executed"].fillna(True).astype(bool)
+    if tf.time_unit != "us":
+        return executed.astype(float)
+    kernel_sum = tf.kernels.groupby("op")["dur_us"].sum() if len(tf.kernels) else pd.Series(dtype=float)
+    own = pd.to_numeric(ops["dur_us"], errors="coerce").fillna(0.0)
+    weight = ops["uid"].map(kernel_sum).astype(float).fillna(own)
+    return weight.where(executed, 0.0).astype(float)
+
+
+def _dag_passes(tf: TraceFrames) -> dict:
+    """Critical path (by weight) and longest chain (by op count)."""
+    ops = tf.ops
+    n = len(ops)
+    cols = ["es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_pred", "cp_step",
+            "chain_len", "chain_pred", "lc_step"]
+    for c in cols:
+        ops[c] = None
+    executed = ops["executed"].fillna(True).astype(bool).to_numpy()
+    if n == 0 or not executed.any():
+        return {"critical_path_us": None, "longest_chain_ops": None}
+    index = {u: i for i, u in enumerate(ops["uid"])}
+    rank = _rank(ops)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for s, d in zip(tf.deps["src"], tf.deps["dst"]):
+        i, j = index[s], index[d]
+        if executed[i] and executed[j] and i != j:
+            preds[j].append(i)
+            succs[i].append(j)
+    order = _topological(preds, succs, rank, executed)
+    weight = ops["weight_us"].to_numpy(dtype=float)
+
+    ef, cp_pred = _longest(order, preds, weight, rank)
+    ones = np.where(executed, 1.0, 0.0)
+    chain, chain_pred = _longest(order, preds, ones, rank)
+    length = max(ef[i] for i in order)
+    lf = np.full(n, np.nan)
+    for i in reversed(order):
+        lf[i] = min((lf[s] - weight[s] for s in succs[i]), default=length)
+    live = executed  # every executed op is in ``order``; the rest get NaN
+    es = ef - weight
+    slack = np.where(np.abs(lf - ef) < _EPS, 0.0, lf - ef)
+    ops["es_us"] = np.where(live, es, np.nan)
+    ops["ef_us"] = np.where(live, ef, np.nan)
+    ops["lf_us"] = np.where(live, lf, np.nan)
+    ops["ls_us"] = np.where(live, lf - weight, np.nan)
+    ops["slack_us"] = np.where(live, slack, np.nan)
+    uids = ops["uid"].tolist()
+    ops["cp_pred"] = [uids[p] if p >= 0 else None for p in cp_pred]
+    ops["chain_len"] = np.where(live, chain, np.nan)
+    ops["chain_pred"] = [uids[p] if p >= 0 else None for p in chain_pred]
+    ops["cp_step"] = _path_steps(ef, cp_pred, order, rank)
+    ops["lc_step"] = _path_steps(chain, chain_pred, order, rank)
+    return {
+        "critical_path_us": float(length),
+        "critical_path_ops": int((ops["cp_step"].notna()).sum()),
+        "longest_chain_ops": int(max(chain[i] for i in order)),
+    }
+
+
+def _rank(ops: pd.DataFrame) -> list[tuple]:
+    """Tie-break key: lower seq first, then lower uid (NaN seq last)."""
+    seq = pd.to_numeric(ops["seq"], errors="coerce").fillna(np.inf).tolist()
+    return list(zip(seq, ops["uid"].tolist()))
+
+
+def _topological(preds, succs, rank, executed) -> list[int]:
+    """Kahn's order over executed ops. Edges that close a cycle (possible in
+    loops) are dropped: the one pointing back to an earlier op in rank."""
+    n = len(preds)
+    indeg = [len(p) for p in preds]
+    ready = deque(sorted((i for i in range(n) if executed[i] and indeg[i] == 0), key=lambda i: rank[i]))
+    order = []
+    while ready:
+        i = ready.popleft()
+        order.append(i)
+        for s in succs[i]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    if len(order) < int(np.sum(executed)):
+        done = set(order)
+        for j in range(n):
+            if executed[j] and j not in done:
+                kept = [p for p in preds[j] if p in done or rank[p] < rank[j]]
+                for p in set(preds[j]) - set(kept):
+                    succs[p].remove(j)
+                preds[j] = kept
+        return _topological(preds, succs, rank, executed)
+    return order
+
+
+def _longest(order, preds, weight, rank) -> tuple[np.ndarray, list[int]]:
+    """Forward pass: finish[i] = weight[i] + max finish of preds, and the
+    argmax predecessor (-1 for sources)."""
+    n = len(weight)
+    finish = np.zeros(n)
+    best = [-1] * n
+    for i in order:
+        top, arg = 0.0, -1
+        for p in preds[i]:
+            f = finish[p]
+            if arg < 0 or f > top + _EPS or (abs(f - top) <= _EPS and rank[p] < rank[arg]):
+                top, arg = f, p
+        finish[i] = top + weight[i]
+        best[i] = arg
+    return finish, best
+
+
+def _path_steps(finish, pred, order, rank) -> list:
+    """0-based step of each op on the path ending at the max-finish op."""
+    end = min(order, key=lambda i: (-finish[i], rank[i]))
+    path = []
+    while end >= 0:
+        path.append(end)
+        end = pred[end]
+    steps = [None] * len(finish)
+    for step, i in enumerate(reversed(path)):
+        steps[i] = step
+    return steps
+
+
+def _memory(tf: TraceFrames) -> dict:
+    """Per allocator running sum, peak and timeline; stored on allocators."""
+    al = tf.allocators
+    for c in ("peak_bytes", "peak_us", "timeline_us", "timeline_bytes"):
+        al[c] = None
+    a = tf.allocations[tf.allocations["alloc_us"].notna()]
+    if a.empty:
+        return {"memory_peak_bytes": None}
+    allocs = pd.DataFrame({"allocator": a["allocator"], "t": a["alloc_us"].astype(float),
+                           "delta": a["bytes"].astype(float), "order": 1})
+    freed = a[a["free_us"].notna()]
+    frees = pd.DataFrame({"allocator": freed["allocator"], "t": freed["free_us"].astype(float),
+                          "delta": -freed["bytes"].astype(float), "order": 0})
+    events = pd.concat([allocs, frees]).sort_values(["allocator", "t", "order"], kind="stable")
+    events["live"] = events.groupby("allocator")["delta"].cumsum()
+    # One point per timestamp: live bytes after every event at that time.
+    points = events.groupby(["allocator", "t"], sort=True)["live"].last().reset_index()
+    peak_all = 0.0
+    for uid, pts in points.groupby("allocator"):
+        i = int(pts["live"].to_numpy().argmax())  # first time the max is reached
+        row = al.index[al["uid"] == uid][0]
+        al.at[row, "peak_bytes"] = int(pts["live"].iloc[i])
+        al.at[row, "peak_us"] = float(pts["t"].iloc[i])
+        al.at[row, "timeline_us"] = pts["t"].astype(float).tolist()
+        al.at[row, "timeline_bytes"] = pts["live"].astype(int).tolist()
+        peak_all = max(peak_all, float(pts["live"].iloc[i]))
+    return {"memory_peak_bytes": int(peak_all)}
+
+
+def _stream_order(tf: TraceFrames) -> None:
+    """``next_kernel`` and the idle ``gap_us`` after each kernel on its stream."""
+    k = tf.kernels
+    k["next_kernel"] = None
+    k["gap_after_us"] = None
+    if k.empty:
+        return
+    ordered = k.sort_values(["stream", "start_us", "end_us", "uid"], kind="stable")
+    nxt = ordered.groupby("stream")["uid"].shift(-1)
+    next_start = ordered.groupby("stream")["start_us"].shift(-1)
+    # Gap to the next kernel after everything before it on the stream ended.
+    busy_until = ordered.groupby("stream")["end_us"].cummax()
+    gap = (next_start - busy_until).clip(lower=0)
+    k.loc[ordered.index, "next_kernel"] = nxt.where(nxt.notna(), None)
+    k.loc[ordered.index, "gap_after_us"] = gap.where(nxt.notna(), None)
+
+
+def _facts(tf: TraceFrames) -> dict:
+    """What the trace has, so analyses can say ``not available`` precisely."""
+    ops = tf.ops
+    timed = tf.time_unit in ("us", "step")
+    end = pd.to_numeric(pd.concat([ops["end_us"], tf.kernels["end_us"]]), errors="coerce").max()
+    return {
+        "framework": tf.framework,
+        "time_unit": tf.time_unit,
+        "sources": json.dumps(tf.sources),
+        "span_us": float(end) if timed and pd.notna(end) else None,
+        "ops": int(len(ops)),
+        "executed_ops": int(ops["executed"].fillna(True).astype(bool).sum()),
+        "has_times": bool(timed),
+        "has_deps": bool(len(tf.deps)),
+        "has_kernels": bool(len(tf.kernels)),
+        "has_memory": bool(tf.allocations["alloc_us"].notna().any()),
+        "has_copies": bool((tf.kernels["kind"] == "memcpy").any()) if len(tf.kernels) else False,
+    }

@@ -1,0 +1,37 @@
+"""Trace file formats. Each module here exposes the same three things:
+
+* ``NAME``: the ``--format`` value (e.g. ``tf-stepstats``);
+* ``sniff(head: bytes) -> bool``: True when the first 64 KiB of a file look
+  like this format (content, never the file name);
+* ``parse(path: pathlib.Path) -> TraceFrames``: the whole file as canonical
+  frames, or :class:`tracegraph.errors.InputError` naming the file and the
+  line/field where it is wrong. Parsers never touch the database.
+
+Formats that only add detail to another format's trace (the TF op listing
+adds shapes and control inputs to StepStats) also expose
+``merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from types import ModuleType
+
+# Order matters for sniffing: the most specific formats first.
+_MODULES = {
+    "tf-stepstats": "tf_stepstats",
+    "megengine-profile": "megengine_profile",
+    "chainer-graph": "chainer_graph",
+    "tf-oplist": "tf_oplist",
+    "tf-opnames": "tf_opnames",
+}
+
+
+def names() -> list[str]:
+    """All ``--format`` values, in sniffing order."""
+    return list(_MODULES)
+
+
+def get(name: str) -> ModuleType:
+    """The module implementing format ``name`` (KeyError if unknown)."""
+    return import_module(f"{__name__}.{_MODULES[name]}")

@@ -1,0 +1,483 @@
+"""TensorFlow 1.x op listing (``tf-oplist``): one graph node per line.
+
+Line grammar (``, `` separated)::
+
+    name, input..., output, DEVICE, <int>
+
+where each input is a shape ``(128x64x56x56)``/``(int32 4x1)`` or a control
+input ``^other/node``, and the output is a shape, ``(no output)`` or
+``(output N bytes)``. Three kinds of line:
+
+* **op lines** -> one op each (``op:<name>``, ``seq`` = order among op lines,
+  ``executed`` True). Its output shape becomes tensor ``t:<name>:0``.
+  The listing names no data inputs, so the input *shapes* are only kept in
+  ``attrs`` (``input_shapes``, as written, dtype prefix included; a lone
+  ``(1)`` is what the listing prints for source nodes such as variables and
+  ``_SOURCE``) -- no data deps are invented.
+* **kernel lines** ``op:OpType, (no input), (no output), ...`` say that ``op``
+  ran a kernel of type ``OpType``. They set that op's ``type`` and are not
+  ops themselves. (No kernel row: the listing gives neither stream nor time.)
+* **copy lines** ``edge_N_<node>:MEMCPYDtoH, (no input), (output B bytes)``
+  -> an op of type ``MEMCPYDtoH`` with one memcpy kernel (``bytes`` B,
+  ``direction`` DtoH) on stream ``s:<DEVICE>/memcpy``. When ``<node>`` is
+  listed with an output tensor, the copy also *consumes* ``t:<node>:0``
+  (the byte counts in the seed match those tensors).
+
+Other decisions:
+
+* ``type``: kernel line if any (``attrs.type_source = "kernel"``), else the
+  copy direction (``"copy"``), else :func:`tf_opnames.op_type_from_name`
+  (``"name"``), e.g. ``Variable/read`` -> ``Identity``, ``_SOURCE`` -> ``NoOp``.
+* Tensor ``dtype`` is the prefix when the shape has one (``int32``), else
+  ``float32``: the listing omits the dtype for float tensors (the seed's
+  byte counts agree). ``bytes`` = product of dims x dtype size.
+* ``^name`` inputs -> deps ``(op:name, this op, "control")``, deduplicated.
+  A ``^name`` that has no line of its own becomes an op with
+  ``executed`` False, no device and no ``seq``.
+* ``phase``: ``_SOURCE``/``_SINK``/``_retval_*``/``_arg_*`` are runtime
+  nodes -> ``other``; a copy takes the phase of the node it copies; else
+  :func:`tf_opnames.phase_from_name` (``gradients/`` -> backward).
+* Devices are the DEVICE texts as written: ``dev:GPU`` (kind GPU),
+  ``dev:CPU`` (kind CPU). The trailing integer's meaning is not known; it is
+  kept as ``attrs.trailing_int``.
+* ``time_unit`` is ``none`` (sorted by name, not by execution).
+
+:func:`merge` joins a listing into a StepStats trace of the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tracegraph.errors import InputError
+from tracegraph.ingest.formats.tf_opnames import (
+    NODE_NAME, head_lines, op_type_from_name, phase_from_name, read_text, snippet,
+)
+from tracegraph.ingest.frames import (
+    CONSUME_COLUMNS, DEP_COLUMNS, DEVICE_COLUMNS,
+    KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS, TraceFrames, frame,
+)
+
+NAME = "tf-oplist"
+
+# Bytes per element; None for types whose size is not fixed.
+_DTYPE_BYTES: dict[str, int | None] = {
+    "float16": 2, "half": 2, "bfloat16": 2, "float32": 4, "float": 4, "float64": 8,
+    "double": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+    "int64": 8, "uint64": 8, "bool": 1, "complex64": 8, "complex128": 16, "qint8": 1,
+    "quint8": 1, "qint16": 2, "quint16": 2, "qint32": 4, "string": None, "resource": None,
+    "variant": None,
+}
+_SHAPE = re.compile(r"\((?:([a-z][a-z0-9]*) )?((?:\d+|\?)(?:x(?:\d+|\?))*)\)\Z")
+_COPY_OUT = re.compile(r"\(output (\d+) bytes\)\Z")
+_DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_:/.\-]*\Z")
+_INT = re.compile(r"-?\d+\Z")
+# A node name, or ``node:OpType`` on kernel and copy lines.
+_LISTED_NAME = re.compile(r"[A-Za-z0-9._>][A-Za-z0-9_.\-:>]*(?:/[A-Za-z0-9_.\-:>]+)*\Z")
+_OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_EDGE = re.compile(r"\Aedge_\d+_(.+):(MEMCPY\w*)\Z")
+_RUNTIME_PREFIXES = ("_SOURCE", "_SINK", "_retval_", "_arg_")
+_GRAMMAR = "expected `name, inputs..., (output), DEVICE, <int>`"
+
+
+@dataclass
+class _Shape:
+    text: str           # as written inside the parentheses
+    dtype: str
+    dims: str           # 128x64x56x56
+    bytes: int | None
+
+
+@dataclass
+class _Line:
+    lineno: int
+    name: str
+    device: str
+    trailing: int
+    controls: list[str] = field(default_factory=list)
+    input_shapes: list[str] = field(default_factory=list)
+    output: _Shape | None = None
+    copy_bytes: int | None = None
+    kernel_type: str | None = None  # set on kernel lines only
+
+
+def _shape(path: Path, lineno: int, item: str) -> _Shape:
+    m = _SHAPE.match(item)
+    if not m:
+        raise InputError(path, f"bad shape {snippet(item)}", f"line {lineno}")
+    dtype = m.group(1) or "float32"
+    if dtype not in _DTYPE_BYTES:
+        raise InputError(path, f"unknown dtype {dtype!r} in {snippet(item)}", f"line {lineno}")
+    size = _DTYPE_BYTES[dtype]
+    dims = m.group(2)
+    nbytes = None if size is None or "?" in dims else math.prod(int(d) for d in dims.split("x")) * size
+    return _Shape(item[1:-1], dtype, dims, nbytes)
+
+
+def _parse_line(path: Path, lineno: int, line: str) -> _Line:
+    """One line -> _Line; InputError when it does not follow the grammar."""
+    where = f"line {lineno}"
+    fields = line.split(", ")
+    if len(fields) < 4:
+        raise InputError(path, f"{_GRAMMAR}, got {snippet(line)}", where)
+    name, device, trailing, output = fields[0], fields[-2], fields[-1], fields[-3]
+    if not _LISTED_NAME.match(name):
+        raise InputError(path, f"bad node name {snippet(name)}", where)
+    if not _DEVICE.match(device) or not _INT.match(trailing):
+        raise InputError(path, f"{_GRAMMAR}, line ends with {snippet(', '.join(fields[-2:]))}", where)
+    out = _Line(lineno, name, device, int(trailing))
+    inputs = fields[1:-3]
+    if ":" in name and inputs == ["(no input)"] and output == "(no output)":
+        op, _, op_type = name.rpartition(":")
+        if not op or not NODE_NAME.match(op) or not _OP_TYPE.match(op_type):
+            raise InputError(path, f"kernel line name is not `node:OpType`: {snippet(name)}", where)
+        out.name, out.kernel_type = op, op_type
+        return out
+    copy = _COPY_OUT.match(output)
+    if copy:
+        out.copy_bytes = int(copy.group(1))
+    elif output != "(no output)":
+        out.output = _shape(path, lineno, output)
+    if ":" in name and out.copy_bytes is None:
+        raise InputError(path, f"':' in a node name outside a kernel or copy line: {snippet(name)}", where)
+    for item in inputs:
+        if item.startswith("^"):
+            if not NODE_NAME.match(item[1:]):
+                raise InputError(path, f"bad control input {snippet(item)}", where)
+            out.controls.append(item[1:])
+        elif item != "(no input)":
+            out.input_shapes.append(_shape(path, lineno, item).text)
+    return out
+
+
+def _read_lines(path: Path) -> list[_Line]:
+    lines = []
+    for lineno, raw in enumerate(read_text(path).split("\n"), start=1):
+        if raw.strip():
+            lines.append(_parse_line(path, lineno, raw.strip()))
+    if not lines:
+        raise InputError(path, "no op lines (empty file)", "line 1")
+    return lines
+
+
+def _device_kind(device: str) -> str:
+    head = device.split(":")[0].upper()
+    return head if head in ("GPU", "CPU", "TPU") else "unknown"
+
+
+def _phase(name: str) -> str:
+    if name.startswith(_RUNTIME_PREFIXES):
+        return "other"
+    edge = _EDGE.match(name)
+    return phase_from_name(edge.group(1) if edge else name)
+
+
+def _op_row(uid: str, name: str, type_: str, device: str | None, seq: int | None,
+            executed: bool, attrs: dict) -> dict:
+    return {"uid": uid, "name": name, "type": type_, "device": device, "seq": seq,
+            "start_us": None, "end_us": None, "dur_us": None, "phase": _phase(name),
+            "executed": executed, "attrs": json.dumps(attrs)}
+
+
+def sniff(head: bytes) -> bool:
+    """True when the first lines all read ``name, ..., DEVICE, <int>`` and
+    at least one has a parenthesised shape (``(...)``)."""
+    lines = head_lines(head)
+    if not lines:
+        return False
+    sample = lines[:50]
+    for line in sample:
+        fields = line.split(", ")
+        if len(fields) < 4 or not _LISTED_NAME.match(fields[0]):
+            return False
+        if not _DEVICE.match(fields[-2]) or not _INT.match(fields[-1]):
+            return False
+        if not all(f.startswith("^") or (f.startswith("(") and f.endswith(")")) for f in fields[1:-2]):
+            return False
+    return any("(" in line for line in sample)
+
+
+def parse(path: Path) -> TraceFrames:
+    """The listing as frames; see the module doc for what each line becomes."""
+    lines = _read_lines(path)
+    listed: dict[str, _Line] = {}
+    kernel_lines: dict[str, _Line] = {}
+    for ln in lines:
+        if ln.kernel_type is not None:
+            kernel_lines.setdefault(ln.name, ln)
+        elif ln.name in listed:
+            first = listed[ln.name].lineno
+            raise InputError(path, f"node {snippet(ln.name)} listed twice (first on line {first})",
+                             f"line {ln.lineno}")
+        else:
+            listed[ln.name] = ln
+
+    ops: list[dict] = []
+    tensors: list[dict] = []
+    kernels: list[dict] = []
+    consumes: list[dict] = []
+    streams: dict[str, dict] = {}
+    devices: dict[str, dict] = {}
+
+    def device(text: str) -> str:
+        uid = f"dev:{text}"
+        devices.setdefault(uid, {"uid": uid, "name": text, "kind": _device_kind(text)})
+        return uid
+
+    for seq, ln in enumerate(listed.values()):
+        attrs: dict = {"input_shapes": ln.input_shapes, "line": ln.lineno, "trailing_int": ln.trailing}
+        kernel = kernel_lines.get(ln.name)
+        if kernel is not None:
+            type_, attrs["type_source"] = kernel.kernel_type, "kernel"
+        elif ln.copy_bytes is not None:
+            edge = _EDGE.match(ln.name)
+            type_, attrs["type_source"] = (edge.group(2) if edge else "MEMCPY"), "copy"
+        else:
+            type_, attrs["type_source"] = op_type_from_name(ln.name), "name"
+        uid = f"op:{ln.name}"
+        ops.append(_op_row(uid, ln.name, type_, device(ln.device), seq, True, attrs))
+        if ln.output is not None:
+            tensors.append({"uid": f"t:{ln.name}:0", "name": f"{ln.name}:0", "dtype": ln.output.dtype,
+                            "shape": ln.output.dims, "bytes": ln.output.bytes, "producer": uid,
+                            "output_index": 0, "param": None})
+        if ln.copy_bytes is not None:
+            stream = f"s:{ln.device}/memcpy"
+            streams.setdefault(stream, {"uid": stream, "device": device(ln.device),
+                                        "name": f"{ln.device}/memcpy", "kind": "memcpy"})
+            direction = type_[len("MEMCPY"):] if type_.startswith("MEMCPY") else None
+            kernels.append({"uid": f"k:{ln.name}", "op": uid, "stream": stream, "name": ln.name,
+                            "start_us": None, "end_us": None, "dur_us": None, "kind": "memcpy",
+                            "bytes": ln.copy_bytes, "direction": direction or None})
+
+    # A kernel line whose node has no line of its own: the kernel still ran.
+    for name, kl in kernel_lines.items():
+        if name not in listed:
+            attrs = {"input_shapes": [], "line": kl.lineno, "type_source": "kernel", "listed": False}
+            ops.append(_op_row(f"op:{name}", name, kl.kernel_type, device(kl.device), None, True, attrs))
+
+    known = {row["name"] for row in ops}
+    tensor_uids = {row["uid"] for row in tensors}
+    for ln in listed.values():
+        edge = _EDGE.match(ln.name)
+        if ln.copy_bytes is not None and edge and f"t:{edge.group(1)}:0" in tensor_uids:
+            consumes.append({"op": f"op:{ln.name}", "tensor": f"t:{edge.group(1)}:0", "input_index": 0})
+
+    deps: list[dict] = []
+    seen_deps: set[tuple[str, str]] = set()
+    for ln in listed.values():
+        for src in ln.controls:
+            if src not in known:
+                known.add(src)
+                ops.append(_op_row(f"op:{src}", src, op_type_from_name(src), None, None, False,
+                                   {"input_shapes": [], "type_source": "name", "listed": False}))
+            key = (f"op:{src}", f"op:{ln.name}")
+            if key not in seen_deps:
+                seen_deps.add(key)
+                deps.append({"src": key[0], "dst": key[1], "kind": "control"})
+
+    trace = TraceFrames(
+        framework="tensorflow", sources=[str(path)], time_unit="none",
+        ops=frame(ops, OP_COLUMNS), kernels=frame(kernels, KERNEL_COLUMNS),
+        tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
+        deps=frame(deps, DEP_COLUMNS), devices=frame(list(devices.values()), DEVICE_COLUMNS),
+        streams=frame(list(streams.values()), STREAM_COLUMNS),
+    )
+    trace.check()
+    return trace
+
+
+# --------------------------------------------------------------------------- merge
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def _copy_key(name: str) -> str | None:
+    """``edge_177_x:MEMCPYDtoH`` -> ``x:MEMCPYDtoH``: edge numbers differ
+    between a listing and the StepStats of the same run, the copied node
+    and direction do not."""
+    m = _EDGE.match(name)
+    return f"{m.group(1)}:{m.group(2)}" if m else None
+
+
+def _attrs(text: object) -> dict:
+    if _missing(text):
+        return {}
+    try:
+        value = json.loads(str(text))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _fresh(uid: str, used: set) -> str:
+    """``uid``, or ``uid#oplist``/``#oplist2``... if the base already has it."""
+    candidate, n = uid, 1
+    while candidate in used:
+        candidate = f"{uid}#oplist" + (str(n) if n > 1 else "")
+        n += 1
+    used.add(candidate)
+    return candidate
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{k: (None if _missing(v) else v) for k, v in row.items()} for row in df.to_dict("records")]
+
+
+def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
+    """Join a listing (``extra``) into a StepStats trace (``base``) by node name.
+
+    Base wins on every value it has (times, devices, seq, executed); the
+    listing only fills gaps, because StepStats records what ran while the
+    listing describes the graph:
+
+    * ops matched by ``name`` (copies by :func:`_copy_key`) get ``type``,
+      ``phase`` and ``device`` where base has none, and the listing's attrs
+      keys base lacks (``input_shapes`` ...);
+    * listing-only ops are added with ``executed`` False and no ``seq`` or
+      times (the listing's order is alphabetical, not comparable), on the
+      base device of the same kind when there is exactly one (else the
+      listing's device is added);
+    * control deps are all added, mapped to base uids and deduplicated
+      against base deps on (src, dst, kind);
+    * tensors are matched by (producer, output_index): dtype/shape/bytes
+      fill base gaps; unmatched ones are added. Consumes and copy kernels
+      are added only where base has none for that op (and input index).
+
+    Uses only the frames contract, so any base format works. ``sources`` is
+    ``base.sources + extra.sources``; the result passes ``check()``.
+    """
+    used = set()
+    for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices,
+               base.streams, base.allocators):
+        used.update(df["uid"])
+
+    ops, devices, streams = _records(base.ops), _records(base.devices), _records(base.streams)
+    by_name: dict[str, dict] = {}
+    by_copy: dict[str, list[dict]] = {}
+    for row in ops:
+        by_name.setdefault(row["name"], row)
+        key = _copy_key(str(row["name"]))
+        if key:
+            by_copy.setdefault(key, []).append(row)
+    extra_devices = {row["uid"]: row for row in _records(extra.devices)}
+    dev_map: dict[str, str] = {}
+
+    def map_device(uid: str | None) -> str | None:
+        if uid is None or uid not in extra_devices:
+            return None
+        if uid not in dev_map:
+            want = extra_devices[uid]
+            same = [d for d in devices if str(d["kind"]).upper() == str(want["kind"]).upper()]
+            if len(same) > 1:
+                same = [d for d in same if str(want["name"]) in str(d["name"])]
+            if len(same) == 1:
+                dev_map[uid] = same[0]["uid"]
+            else:
+                dev_map[uid] = _fresh(uid, used)
+                devices.append({**want, "uid": dev_map[uid]})
+        return dev_map[uid]
+
+    op_map: dict[str, str] = {}
+    matched: set[str] = set()
+    for row in _records(extra.ops):
+        target = by_name.get(row["name"])
+        if target is None:
+            candidates = [r for r in by_copy.get(_copy_key(str(row["name"])) or "", [])
+                          if r["uid"] not in matched]
+            target = candidates[0] if len(candidates) == 1 else None
+        if target is not None and target["uid"] not in matched:
+            matched.add(target["uid"])
+            op_map[row["uid"]] = target["uid"]
+            for col in ("type", "phase"):
+                if target[col] is None:
+                    target[col] = row[col]
+            if target["device"] is None:
+                target["device"] = map_device(row["device"])
+            have = _attrs(target["attrs"])
+            target["attrs"] = json.dumps({**_attrs(row["attrs"]), **have})
+            continue
+        new = {**row, "uid": _fresh(row["uid"], used), "seq": None, "executed": False,
+               "start_us": None, "end_us": None, "dur_us": None,
+               "device": map_device(row["device"]),
+               "attrs": json.dumps({**_attrs(row["attrs"]), "only_in_listing": True})}
+        op_map[row["uid"]] = new["uid"]
+        ops.append(new)
+
+    tensors = _records(base.tensors)
+    by_output = {(t["producer"], int(t["output_index"])): t for t in tensors
+                 if t["producer"] is not None and t["output_index"] is not None}
+    tensor_map: dict[str, str] = {}
+    for row in _records(extra.tensors):
+        producer = op_map.get(row["producer"]) if row["producer"] is not None else None
+        index = int(row["output_index"]) if row["output_index"] is not None else None
+        target = by_output.get((producer, index))
+        if target is not None:
+            tensor_map[row["uid"]] = target["uid"]
+            for col in ("dtype", "shape", "bytes"):
+                if target[col] is None:
+                    target[col] = row[col]
+        else:
+            new = {**row, "uid": _fresh(row["uid"], used), "producer": producer}
+            tensor_map[row["uid"]] = new["uid"]
+            tensors.append(new)
+
+    consumes = _records(base.consumes)
+    taken = {(c["op"], c["tensor"]) for c in consumes} | {(c["op"], c["input_index"]) for c in consumes}
+    for row in _records(extra.consumes):
+        op, tensor = op_map.get(row["op"]), tensor_map.get(row["tensor"])
+        if op and tensor and (op, tensor) not in taken and (op, row["input_index"]) not in taken:
+            taken |= {(op, tensor), (op, row["input_index"])}
+            consumes.append({"op": op, "tensor": tensor, "input_index": row["input_index"]})
+
+    deps = _records(base.deps)
+    seen = {(d["src"], d["dst"], d["kind"]) for d in deps}
+    for row in _records(extra.deps):
+        key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
+        if key not in seen:
+            seen.add(key)
+            deps.append(dict(zip(DEP_COLUMNS, key)))
+
+    kernels = _records(base.kernels)
+    ops_with_kernels = {k["op"] for k in kernels}
+    extra_streams = {row["uid"]: row for row in _records(extra.streams)}
+    stream_map: dict[str, str] = {}
+    for row in _records(extra.kernels):
+        op = op_map[row["op"]]
+        if op in ops_with_kernels:
+            for k in kernels:
+                if k["op"] == op and k["kind"] == row["kind"]:
+                    for col in ("bytes", "direction"):
+                        if k[col] is None:
+                            k[col] = row[col]
+            continue
+        if row["stream"] not in stream_map:
+            want = extra_streams[row["stream"]]
+            dev = map_device(want["device"])
+            same = [s for s in streams if s["device"] == dev and s["kind"] == want["kind"]]
+            if len(same) == 1:
+                stream_map[row["stream"]] = same[0]["uid"]
+            else:
+                stream_map[row["stream"]] = _fresh(want["uid"], used)
+                streams.append({**want, "uid": stream_map[row["stream"]], "device": dev})
+        kernels.append({**row, "uid": _fresh(row["uid"], used), "op": op,
+                        "stream": stream_map[row["stream"]]})
+
+    merged = TraceFrames(
+        framework=base.framework, sources=list(base.sources) + list(extra.sources),
+        time_unit=base.time_unit,
+        ops=frame(ops, OP_COLUMNS), kernels=frame(kernels, KERNEL_COLUMNS),
+        tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
+        deps=frame(deps, DEP_COLUMNS),
+        allocations=base.allocations.copy(), allocators=base.allocators.copy(),
+        devices=frame(devices, DEVICE_COLUMNS), streams=frame(streams, STREAM_COLUMNS),
+        meta={**extra.meta, **base.meta},
+    )
+    merged.check()
+    return merged

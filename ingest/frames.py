@@ -1,0 +1,155 @@
+"""The canonical, framework-neutral form of one trace: a handful of tables.
+
+Every parser turns its file(s) into a :class:`TraceFrames`; enrichment adds
+derived columns to it; the loader writes it to the graph. Keeping this one
+shape in the middle is what lets four frameworks share one schema and one
+set of Cypher analyses.
+
+Conventions every parser must follow:
+
+* ``uid`` columns are strings unique within their table *and* prefixed by the
+  kind (``op:``, ``t:``, ``k:``, ``a:``, ``dev:``, ``s:``, ``mem:``) so that
+  they are unique within the whole trace.
+* Times are float microseconds since the first event of the trace (parsers
+  subtract the origin). A trace without wall-clock times but with an
+  execution order uses *steps* instead: ``time_unit = "step"``, and an op's
+  ``start_us``/``end_us`` are its step index and index + 1.
+* Missing values are ``None``/``NaN``; never a sentinel like ``-1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# Column lists are the contract between parsers, enrichment and the loader.
+OP_COLUMNS = [
+    "uid", "name", "type", "device", "seq", "start_us", "end_us", "dur_us",
+    "phase", "executed", "attrs",
+]
+KERNEL_COLUMNS = [
+    "uid", "op", "stream", "name", "start_us", "end_us", "dur_us", "kind",
+    "bytes", "direction",
+]
+TENSOR_COLUMNS = [
+    "uid", "name", "dtype", "shape", "bytes", "producer", "output_index",
+    "param",
+]
+CONSUME_COLUMNS = ["op", "tensor", "input_index"]
+DEP_COLUMNS = ["src", "dst", "kind"]
+ALLOCATION_COLUMNS = [
+    "uid", "allocator", "bytes", "requested_bytes", "alloc_us", "free_us",
+    "address", "kind", "op", "tensor",
+]
+DEVICE_COLUMNS = ["uid", "name", "kind"]
+STREAM_COLUMNS = ["uid", "device", "name", "kind"]
+ALLOCATOR_COLUMNS = ["uid", "name", "device"]
+
+FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch")
+TIME_UNITS = ("us", "step", "none")
+
+
+def empty(columns: list[str]) -> pd.DataFrame:
+    """A zero-row frame with the given columns (object dtype)."""
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+    """Build a frame from dict rows, keeping exactly ``columns`` in order.
+
+    Keys a row lacks become None; extra keys are an error in the parser, so
+    they raise instead of silently vanishing.
+    """
+    if not rows:
+        return empty(columns)
+    df = pd.DataFrame.from_records(rows)
+    extra = set(df.columns) - set(columns)
+    if extra:
+        raise ValueError(f"unexpected columns {sorted(extra)}")
+    for c in columns:
+        if c not in df.columns:
+            df[c] = None
+    return df[columns]
+
+
+@dataclass
+class TraceFrames:
+    """One parsed trace. Frames hold the columns named in ``*_COLUMNS``.
+
+    ``ops.attrs`` is a JSON text of whatever else the format had for that op
+    (kept, never fatal); ``ops.phase`` is forward / backward / optimizer /
+    communication / other, or None when unknown; ``kernels.kind`` is
+    ``compute`` or ``memcpy``; ``allocations.kind`` is output / temp /
+    persistent / param / input / gradient (``param``..``gradient`` for
+    formats that know the role of a block but not when it was allocated).
+    """
+
+    framework: str
+    sources: list[str]
+    time_unit: str = "us"
+    ops: pd.DataFrame = field(default_factory=lambda: empty(OP_COLUMNS))
+    kernels: pd.DataFrame = field(default_factory=lambda: empty(KERNEL_COLUMNS))
+    tensors: pd.DataFrame = field(default_factory=lambda: empty(TENSOR_COLUMNS))
+    consumes: pd.DataFrame = field(default_factory=lambda: empty(CONSUME_COLUMNS))
+    deps: pd.DataFrame = field(default_factory=lambda: empty(DEP_COLUMNS))
+    allocations: pd.DataFrame = field(default_factory=lambda: empty(ALLOCATION_COLUMNS))
+    devices: pd.DataFrame = field(default_factory=lambda: empty(DEVICE_COLUMNS))
+    streams: pd.DataFrame = field(default_factory=lambda: empty(STREAM_COLUMNS))
+    allocators: pd.DataFrame = field(default_factory=lambda: empty(ALLOCATOR_COLUMNS))
+    # Free-form facts about the trace (e.g. {"model": "alexnet"}), stored on
+    # the Trace node as ``meta_<key>`` properties.
+    meta: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raise ValueError when the frames break the invariants above.
+
+        Parsers call this last so that a broken parser fails before any
+        write, with a message about the trace rather than a database error.
+        """
+        if self.framework not in FRAMEWORKS:
+            raise ValueError(f"unknown framework {self.framework!r}")
+        if self.time_unit not in TIME_UNITS:
+            raise ValueError(f"unknown time unit {self.time_unit!r}")
+        tables = {
+            "ops": (self.ops, OP_COLUMNS), "kernels": (self.kernels, KERNEL_COLUMNS),
+            "tensors": (self.tensors, TENSOR_COLUMNS),
+            "consumes": (self.consumes, CONSUME_COLUMNS),
+            "deps": (self.deps, DEP_COLUMNS),
+            "allocations": (self.allocations, ALLOCATION_COLUMNS),
+            "devices": (self.devices, DEVICE_COLUMNS),
+            "streams": (self.streams, STREAM_COLUMNS),
+            "allocators": (self.allocators, ALLOCATOR_COLUMNS),
+        }
+        for name, (df, cols) in tables.items():
+            missing = [c for c in cols if c not in df.columns]
+            if missing:
+                raise ValueError(f"{name} lacks columns {missing}")
+            if "uid" in cols and df["uid"].duplicated().any():
+                dup = df.loc[df["uid"].duplicated(), "uid"].iloc[0]
+                raise ValueError(f"{name} has duplicate uid {dup!r}")
+        all_uids = pd.concat([df["uid"] for df, cols in tables.values() if "uid" in cols])
+        if all_uids.duplicated().any():
+            raise ValueError(f"uid {all_uids[all_uids.duplicated()].iloc[0]!r} used twice")
+        op_uids = set(self.ops["uid"])
+        _refs(self.kernels["op"], op_uids, "kernels.op")
+        _refs(self.consumes["op"], op_uids, "consumes.op")
+        _refs(self.deps["src"], op_uids, "deps.src")
+        _refs(self.deps["dst"], op_uids, "deps.dst")
+        _refs(self.tensors["producer"].dropna(), op_uids, "tensors.producer")
+        _refs(self.allocations["op"].dropna(), op_uids, "allocations.op")
+        tensor_uids = set(self.tensors["uid"])
+        _refs(self.consumes["tensor"], tensor_uids, "consumes.tensor")
+        _refs(self.allocations["tensor"].dropna(), tensor_uids, "allocations.tensor")
+        _refs(self.kernels["stream"], set(self.streams["uid"]), "kernels.stream")
+        device_uids = set(self.devices["uid"])
+        _refs(self.ops["device"].dropna(), device_uids, "ops.device")
+        _refs(self.streams["device"], device_uids, "streams.device")
+        _refs(self.allocators["device"].dropna(), device_uids, "allocators.device")
+        _refs(self.allocations["allocator"], set(self.allocators["uid"]), "allocations.allocator")
+
+
+def _refs(values: pd.Series, known: set, what: str) -> None:
+    bad = [v for v in values if v not in known]
+    if bad:
+        raise ValueError(f"{what} refers to unknown {bad[0]!r}")

@@ -1,0 +1,161 @@
+"""The analysis catalog: every ``cypher/*.cypher`` file, read from its header.
+
+A file documents itself, Perfetto-style, in ``//`` comment lines before the
+query::
+
+    // @name top-ops
+    // @summary The n heaviest ops.
+    // @requires times
+    // @param trace STRING: trace id
+    // @param n INTEGER = 10: how many ops
+    // @column op: op name
+    // (free text: the exact definition, tie-breaks, units)
+
+``@param`` types are STRING, INTEGER, FLOAT, BOOLEAN; a parameter without
+``= default`` is required; ``= null`` means "no value" (e.g. no limit).
+``@requires`` names trace facts (times, deps, memory, kernels, copies); a
+trace that lacks one gets ``not available: <reason>`` instead of rows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from tracegraph.errors import NotFound, UserError
+
+TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN")
+_PARAM = re.compile(r"^(?P<name>\w+)\s+(?P<type>[A-Z]+)(?:\s*=\s*(?P<default>.*?))?\s*:\s*(?P<doc>.*)$")
+_COLUMN = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<doc>.*)$")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    required: bool
+    default: object
+    doc: str
+    choices: tuple = ()
+
+    def coerce(self, raw: object) -> object:
+        """A CLI/HTTP value (usually text) as this parameter's type."""
+        if raw is None:
+            return None
+        try:
+            if self.type == "INTEGER":
+                value: object = int(raw) if not isinstance(raw, bool) else int("x")
+            elif self.type == "FLOAT":
+                value = float(raw)
+            elif self.type == "BOOLEAN":
+                if isinstance(raw, bool):
+                    value = raw
+                elif str(raw).lower() in ("true", "1", "yes"):
+                    value = True
+                elif str(raw).lower() in ("false", "0", "no"):
+                    value = False
+                else:
+                    raise ValueError
+            else:
+                value = str(raw)
+        except (TypeError, ValueError):
+            raise UserError(f"parameter {self.name}: expected {self.type.lower()}, got {raw!r}") from None
+        if self.choices and value not in self.choices:
+            raise UserError(f"parameter {self.name}: expected one of {', '.join(map(str, self.choices))}, got {raw!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    summary: str
+    params: tuple[Param, ...]
+    columns: tuple[Column, ...]
+    requires: tuple[str, ...]
+    definition: str
+    text: str
+    file: str
+    graph: bool = False  # returns paths/nodes for Neo4j Browser rather than a table
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise UserError(f"analysis {self.name} has no parameter {name!r} (has: {', '.join(p.name for p in self.params)})")
+
+
+def parse_header(text: str, file: str) -> Analysis:
+    """Read one .cypher file's header; ValueError says what is malformed."""
+    tags: dict[str, list[str]] = {}
+    free: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("//"):
+            break
+        body = stripped[2:].strip()
+        m = re.match(r"^@(\w+)\s*(.*)$", body)
+        if m:
+            tags.setdefault(m[1], []).append(m[2].strip())
+        else:
+            free.append(stripped[2:].removeprefix(" "))
+    for required in ("name", "summary"):
+        if required not in tags:
+            raise ValueError(f"{file}: header lacks @{required}")
+    params = []
+    for raw in tags.get("param", []):
+        m = _PARAM.match(raw)
+        if not m or m["type"] not in TYPES:
+            raise ValueError(f"{file}: bad @param {raw!r}")
+        default_text = m["default"]
+        choices = ()
+        doc = m["doc"]
+        cm = re.search(r"\bone of ([\w|]+)", doc)
+        if cm:
+            choices = tuple(cm[1].split("|"))
+        p = Param(m["name"], m["type"], default_text is None, None, doc, choices)
+        if default_text is not None and default_text != "null":
+            p = Param(p.name, p.type, False, p.coerce(default_text.strip("'\"")), doc, choices)
+        params.append(p)
+    columns = []
+    for raw in tags.get("column", []):
+        m = _COLUMN.match(raw)
+        if not m:
+            raise ValueError(f"{file}: bad @column {raw!r}")
+        columns.append(Column(m["name"], m["doc"]))
+    requires = tuple(r for line in tags.get("requires", []) for r in line.split())
+    return Analysis(
+        name=tags["name"][0], summary=tags["summary"][0], params=tuple(params), columns=tuple(columns),
+        requires=requires, definition="\n".join(free).strip(), text=text, file=file,
+        graph="graph" in tags,
+    )
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, Analysis]:
+    """All analyses by name, in file-name order."""
+    root = resources.files("tracegraph.cypher")
+    out: dict[str, Analysis] = {}
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".cypher"):
+            a = parse_header(entry.read_text(encoding="utf-8"), entry.name)
+            if a.name in out:
+                raise ValueError(f"analysis {a.name} defined twice")
+            out[a.name] = a
+    return out
+
+
+def get(name: str) -> Analysis:
+    try:
+        return catalog()[name]
+    except KeyError:
+        raise NotFound(f"no analysis named {name!r} (see `tracegraph queries`)") from None

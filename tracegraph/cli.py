@@ -1,0 +1,245 @@
+"""``tracegraph``: ingest traces, list them, run the catalog, ad-hoc Cypher.
+
+Exit codes: 0 success, 1 a user error (one line on stderr; ``--debug`` adds
+the traceback), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from tracegraph.errors import UserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args) or 0
+    except UserError as e:
+        if args.debug:
+            raise
+        print(f"tracegraph: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tracegraph: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tracegraph query ... | head`
+        sys.stderr.close()
+        return 0
+
+
+@contextmanager
+def _graph(args):
+    from tracegraph.db.connect import open_graph
+
+    graph = open_graph(args.db)
+    try:
+        yield graph
+    finally:
+        graph.close()
+
+
+def _params(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--param wants key=value, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def cmd_ingest(args) -> int:
+    from tracegraph.ingest.pipeline import ingest
+
+    paths = [Path(p) for p in args.paths]
+    name = args.trace or paths[0].stem
+    with _graph(args) as graph:
+        report = ingest(graph, paths, name, fmt=args.format, replace=args.replace)
+    counts = report.counts
+    nodes = sum(counts["nodes"].values()) + 1
+    rels = sum(counts["relationships"].values())
+    print(f"trace {report.trace}: {nodes:,} nodes, {rels:,} relationships in {report.timings['total_s']:.2f} s "
+          f"(parse {report.timings['parse_s']:.2f} s, enrich {report.timings['enrich_s']:.2f} s, load {report.timings['load_s']:.2f} s)")
+    for kind in ("nodes", "relationships"):
+        parts = ", ".join(f"{k} {v:,}" for k, v in counts[kind].items() if v)
+        print(f"  {kind}: {parts}")
+    return 0
+
+
+def cmd_traces(args) -> int:
+    from tracegraph.output import render
+    from tracegraph.queries.traces import list_traces
+
+    with _graph(args) as graph:
+        traces = list_traces(graph)
+    cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "memory_peak_bytes", "ingested_at", "sources"]
+    if args.format == "json":
+        print(json.dumps(traces, indent=2))
+    else:
+        print(render(cols, [[t.get(c) for c in cols] for t in traces], args.format))
+    return 0
+
+
+def cmd_drop(args) -> int:
+    from tracegraph.ingest.store import drop_trace
+
+    with _graph(args) as graph:
+        n = drop_trace(graph, args.trace)
+    print(f"dropped trace {args.trace} ({n:,} nodes)")
+    return 0
+
+
+def cmd_queries(args) -> int:
+    from tracegraph.output import render
+    from tracegraph.queries.catalog import catalog
+
+    items = catalog().values()
+    if args.format == "json":
+        print(json.dumps([{
+            "name": a.name, "summary": a.summary, "requires": list(a.requires),
+            "params": [{"name": p.name, "type": p.type, "required": p.required, "default": p.default, "doc": p.doc}
+                       for p in a.params],
+            "columns": [{"name": c.name, "doc": c.doc} for c in a.columns],
+        } for a in items], indent=2))
+        return 0
+    rows = [[a.name, a.summary, ", ".join(p.name + ("" if p.required else f"={p.default}") for p in a.params if p.name != "trace")]
+            for a in items]
+    print(render(["name", "summary", "params"], rows, args.format))
+    return 0
+
+
+def cmd_query(args) -> int:
+    from tracegraph.output import render
+    from tracegraph.queries.run import run_analysis
+
+    with _graph(args) as graph:
+        result = run_analysis(graph, args.name, args.trace, _params(args.param))
+    if result.note and result.note.startswith("not available"):
+        print(result.note, file=sys.stderr)
+        if args.format == "json":
+            print("[]")
+        return 0
+    print(render(result.columns, result.rows, args.format))
+    if result.note:
+        print(result.note, file=sys.stderr)
+    return 0
+
+
+def cmd_cypher(args) -> int:
+    from tracegraph.output import render
+
+    params = {}
+    for k, v in _params(args.param).items():
+        try:
+            params[k] = json.loads(v)
+        except json.JSONDecodeError:
+            params[k] = v
+    with _graph(args) as graph:
+        res = graph.run(args.query, params, write=args.write)
+    if res.columns:
+        print(render(res.columns, res.rows, args.format))
+    if args.write:
+        changed = {k: int(v) for k, v in res.stats.items() if v}
+        print(", ".join(f"{k} {v}" for k, v in changed.items()) or "no changes", file=sys.stderr)
+    return 0
+
+
+HEADLINE = [("top-ops", {"n": "5"}), ("critical-path", {}), ("peak-memory", {})]
+
+
+def cmd_demo(args) -> int:
+    from importlib import resources
+
+    from tracegraph.ingest.pipeline import ingest
+    from tracegraph.output import render
+    from tracegraph.queries.run import run_analysis
+
+    root = resources.files("tracegraph.examples") / "traces"
+    samples = [
+        ("alexnet", ["tf1-alexnet-stepstats.pbtxt", "tf1-alexnet-oplist.txt"]),
+        ("resnet50-opnames", ["tf2-resnet50-opnames.txt"]),
+        ("vgg19-chainer", ["chainer-vgg19-graph.txt"]),
+        ("resnet50-megengine", ["megengine-resnet50-profile.json"]),
+    ]
+    with _graph(args) as graph:
+        for name, files in samples:
+            paths = [Path(str(root / f)) for f in files if (root / f).is_file()]
+            try:
+                report = ingest(graph, paths, name, replace=True)
+            except UserError as e:
+                print(f"== {name}: skipped: {e}")
+                continue
+            nodes = sum(report.counts["nodes"].values()) + 1
+            rels = sum(report.counts["relationships"].values())
+            print(f"== ingested {name} from {', '.join(p.name for p in paths)}: {nodes:,} nodes, {rels:,} relationships")
+        for analysis, params in HEADLINE:
+            print(f"\n== {analysis} --trace alexnet")
+            res = run_analysis(graph, analysis, "alexnet", params)
+            rows = res.rows if analysis != "critical-path" else res.rows[:12]
+            print(res.note if res.note and not res.rows else render(res.columns, rows, "table"))
+            if analysis == "critical-path" and len(res.rows) > len(rows):
+                total = sum(r[3] for r in res.rows)
+                print(f"... {len(res.rows)} ops, {total:,.0f} us in all")
+        print("\nMore: tracegraph queries; tracegraph query NAME --trace alexnet")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    from tracegraph.ingest import formats
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="neo4j://host:7687, bolt://..., falkordb://host:port; default: $TRACEGRAPH_DB, else the embedded FalkorDB")
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    fmt = argparse.ArgumentParser(add_help=False)
+    fmt.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    params = argparse.ArgumentParser(add_help=False)
+    params.add_argument("--param", action="append", metavar="KEY=VALUE", default=[])
+
+    p = argparse.ArgumentParser(prog="tracegraph", description="Deep-learning execution traces as a queryable graph.",
+                                parents=[common])
+    sub = p.add_subparsers(metavar="COMMAND")
+
+    s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--trace", help="trace name (default: the first file's name)")
+    s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
+    s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("traces", parents=[common, fmt], help="list traces")
+    s.set_defaults(func=cmd_traces)
+
+    s = sub.add_parser("drop", parents=[common], help="delete a trace")
+    s.add_argument("trace")
+    s.set_defaults(func=cmd_drop)
+
+    s = sub.add_parser("queries", parents=[common, fmt], help="the analysis catalog")
+    s.set_defaults(func=cmd_queries)
+
+    s = sub.add_parser("query", parents=[common, fmt, params], help="run a catalog analysis on a trace")
+    s.add_argument("name")
+    s.add_argument("--trace", required=True)
+    s.set_defaults(func=cmd_query)
+
+    s = sub.add_parser("cypher", parents=[common, fmt, params], help="run ad-hoc Cypher (read-only unless --write)")
+    s.add_argument("query")
+    s.add_argument("--write", action="store_true")
+    s.set_defaults(func=cmd_cypher)
+
+    s = sub.add_parser("demo", parents=[common], help="ingest the bundled sample traces and print the headline analyses")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(main())

