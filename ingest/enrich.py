@@ -12,7 +12,11 @@ their results, and the canned queries only read them:
 * the same forward pass with weight 1 for the longest chain by op count;
 * per allocator the memory timeline (running sum of allocations, frees
   before allocations at equal times), its peak and when it is first reached;
-* per stream the next kernel in start order and the idle gap before it.
+* per stream the next kernel in start order and the idle gap before it,
+  and the stream's busy time (the length of the union of its kernel
+  intervals);
+* per copy kernel the time no compute kernel on its device overlaps
+  (``exposed_us``).
 
 Ties are broken the same way everywhere: the op with the lower ``seq``
 (execution order), then the lower ``uid``.
@@ -49,6 +53,8 @@ def enrich(tf: TraceFrames) -> Summary:
     summary.props.update(_dag_passes(tf))
     summary.props.update(_memory(tf))
     _stream_order(tf)
+    _stream_busy(tf)
+    _copy_exposure(tf)
     summary.props.update(_facts(tf))
     return summary
 
@@ -75,50 +81,113 @@ def _dag_passes(tf: TraceFrames) -> dict:
     executed = ops["executed"].fillna(True).astype(bool).to_numpy()
     if n == 0 or not executed.any():
         return {"critical_path_us": None, "longest_chain_ops": None}
-    index = {u: i for i, u in enumerate(ops["uid"])}
-    rank = _rank(ops)
+    uids = ops["uid"].tolist()
+    dag = dependency_dag(uids, ops["seq"].tolist(), executed, zip(tf.deps["src"], tf.deps["dst"]))
+    weight = ops["weight_us"].to_numpy(dtype=float)
+    cp = dag_passes(dag, weight)
+    lc = dag_passes(dag, np.where(executed, 1.0, 0.0))
+    live = executed  # every executed op is in ``order``; the rest get NaN
+    ops["es_us"] = np.where(live, cp.es, np.nan)
+    ops["ef_us"] = np.where(live, cp.ef, np.nan)
+    ops["lf_us"] = np.where(live, cp.lf, np.nan)
+    ops["ls_us"] = np.where(live, cp.ls, np.nan)
+    ops["slack_us"] = np.where(live, cp.slack, np.nan)
+    ops["cp_pred"] = [uids[p] if p >= 0 else None for p in cp.pred]
+    ops["chain_len"] = np.where(live, lc.ef, np.nan)
+    ops["chain_pred"] = [uids[p] if p >= 0 else None for p in lc.pred]
+    ops["cp_step"] = cp.steps
+    ops["lc_step"] = lc.steps
+    return {
+        "critical_path_us": float(cp.length),
+        "critical_path_ops": len(cp.path),
+        "longest_chain_ops": int(lc.length),
+    }
+
+
+@dataclass
+class Dag:
+    """The dependency DAG over ops ``0..n-1`` (only executed ops take part).
+
+    ``preds``/``succs`` are adjacency lists with cycle-closing edges
+    removed, ``order`` a topological order of the executed ops, ``rank``
+    the tie-break key (seq, uid) of every op.
+    """
+
+    preds: list[list[int]]
+    succs: list[list[int]]
+    order: list[int]
+    rank: list[tuple]
+    executed: np.ndarray
+
+
+@dataclass
+class Passes:
+    """Forward and backward pass results for one weighting of a :class:`Dag`.
+
+    Arrays are indexed like the ops; ops outside the DAG (not executed) hold
+    meaningless values there (callers mask them). ``pred`` is the heaviest
+    predecessor (-1 for sources), ``path`` the critical path's op indices in
+    order, ``steps`` every op's 0-based position on it (None elsewhere).
+    """
+
+    es: np.ndarray
+    ef: np.ndarray
+    ls: np.ndarray
+    lf: np.ndarray
+    slack: np.ndarray
+    pred: list[int]
+    path: list[int]
+    steps: list
+    length: float
+
+
+def dependency_dag(uids, seqs, executed, edges) -> Dag:
+    """Build the DAG from plain sequences: op uids, their ``seq`` (None/NaN
+    allowed), executed flags, and ``(src_uid, dst_uid)`` edges. Edges
+    touching an op that did not execute, and self loops, are left out."""
+    uids = list(uids)
+    n = len(uids)
+    executed = np.asarray(executed, dtype=bool)
+    index = {u: i for i, u in enumerate(uids)}
+    rank = _rank_of(seqs, uids)
     preds: list[list[int]] = [[] for _ in range(n)]
     succs: list[list[int]] = [[] for _ in range(n)]
-    for s, d in zip(tf.deps["src"], tf.deps["dst"]):
+    for s, d in edges:
         i, j = index[s], index[d]
         if executed[i] and executed[j] and i != j:
             preds[j].append(i)
             succs[i].append(j)
     order = _topological(preds, succs, rank, executed)
-    weight = ops["weight_us"].to_numpy(dtype=float)
+    return Dag(preds, succs, order, rank, executed)
 
-    ef, cp_pred = _longest(order, preds, weight, rank)
-    ones = np.where(executed, 1.0, 0.0)
-    chain, chain_pred = _longest(order, preds, ones, rank)
+
+def dag_passes(dag: Dag, weight) -> Passes:
+    """Forward pass (earliest finish, heaviest predecessor), backward pass
+    (latest finish), slack and the critical path for ``weight`` per op.
+    Requires at least one executed op."""
+    weight = np.asarray(weight, dtype=float)
+    n = len(weight)
+    order = dag.order
+    ef, pred = _longest(order, dag.preds, weight, dag.rank)
     length = max(ef[i] for i in order)
     lf = np.full(n, np.nan)
     for i in reversed(order):
-        lf[i] = min((lf[s] - weight[s] for s in succs[i]), default=length)
-    live = executed  # every executed op is in ``order``; the rest get NaN
-    es = ef - weight
+        lf[i] = min((lf[s] - weight[s] for s in dag.succs[i]), default=length)
     slack = np.where(np.abs(lf - ef) < _EPS, 0.0, lf - ef)
-    ops["es_us"] = np.where(live, es, np.nan)
-    ops["ef_us"] = np.where(live, ef, np.nan)
-    ops["lf_us"] = np.where(live, lf, np.nan)
-    ops["ls_us"] = np.where(live, lf - weight, np.nan)
-    ops["slack_us"] = np.where(live, slack, np.nan)
-    uids = ops["uid"].tolist()
-    ops["cp_pred"] = [uids[p] if p >= 0 else None for p in cp_pred]
-    ops["chain_len"] = np.where(live, chain, np.nan)
-    ops["chain_pred"] = [uids[p] if p >= 0 else None for p in chain_pred]
-    ops["cp_step"] = _path_steps(ef, cp_pred, order, rank)
-    ops["lc_step"] = _path_steps(chain, chain_pred, order, rank)
-    return {
-        "critical_path_us": float(length),
-        "critical_path_ops": int((ops["cp_step"].notna()).sum()),
-        "longest_chain_ops": int(max(chain[i] for i in order)),
-    }
+    steps = _path_steps(ef, pred, order, dag.rank)
+    path = sorted((i for i, s in enumerate(steps) if s is not None), key=lambda i: steps[i])
+    return Passes(es=ef - weight, ef=ef, ls=lf - weight, lf=lf, slack=slack, pred=pred, path=path,
+                  steps=steps, length=float(length))
 
 
 def _rank(ops: pd.DataFrame) -> list[tuple]:
     """Tie-break key: lower seq first, then lower uid (NaN seq last)."""
-    seq = pd.to_numeric(ops["seq"], errors="coerce").fillna(np.inf).tolist()
-    return list(zip(seq, ops["uid"].tolist()))
+    return _rank_of(ops["seq"].tolist(), ops["uid"].tolist())
+
+
+def _rank_of(seqs, uids) -> list[tuple]:
+    seq = pd.to_numeric(pd.Series(list(seqs), dtype=object), errors="coerce").fillna(np.inf).tolist()
+    return list(zip(seq, list(uids)))
 
 
 def _topological(preds, succs, rank, executed) -> list[int]:
@@ -221,6 +290,87 @@ def _stream_order(tf: TraceFrames) -> None:
     gap = (next_start - busy_until).clip(lower=0)
     k.loc[ordered.index, "next_kernel"] = nxt.where(nxt.notna(), None)
     k.loc[ordered.index, "gap_after_us"] = gap.where(nxt.notna(), None)
+
+
+def union_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals ``[start, end)`` as sorted, disjoint segments
+    (intervals that touch or overlap merge; NaN intervals are ignored)."""
+    starts = np.asarray(starts, dtype=float)
+    ends = np.asarray(ends, dtype=float)
+    keep = ~(np.isnan(starts) | np.isnan(ends))
+    starts, ends = starts[keep], np.maximum(ends[keep], starts[keep])
+    if len(starts) == 0:
+        return np.zeros(0), np.zeros(0)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    running = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > running[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def covered(seg_starts, seg_ends, starts, ends) -> np.ndarray:
+    """For each interval ``[start, end)``, how much of it the disjoint sorted
+    segments cover."""
+    seg_starts = np.asarray(seg_starts, dtype=float)
+    seg_ends = np.asarray(seg_ends, dtype=float)
+    starts = np.asarray(starts, dtype=float)
+    ends = np.asarray(ends, dtype=float)
+    if len(seg_starts) == 0:
+        return np.zeros(len(starts))
+    lengths = seg_ends - seg_starts
+    before = np.concatenate([[0.0], np.cumsum(lengths)])  # covered length before segment i
+
+    def upto(x):  # covered length in (-inf, x]
+        i = np.searchsorted(seg_starts, x, side="right") - 1
+        inside = np.clip(x - seg_starts[np.maximum(i, 0)], 0.0, lengths[np.maximum(i, 0)])
+        return np.where(i < 0, 0.0, before[np.maximum(i, 0)] + inside)
+
+    return np.maximum(upto(ends) - upto(starts), 0.0)
+
+
+def _stream_busy(tf: TraceFrames) -> None:
+    """``busy_us`` per stream: the length of the union of its kernel
+    intervals (overlapping kernels count once; 0 for a stream without
+    kernels, None when none of its kernels has times)."""
+    st, k = tf.streams, tf.kernels
+    st["busy_us"] = 0.0 if len(st) else None
+    if k.empty or st.empty:
+        return
+    starts = pd.to_numeric(k["start_us"], errors="coerce")
+    ends = pd.to_numeric(k["end_us"], errors="coerce")
+    busy = {}
+    for stream, idx in k.groupby("stream").groups.items():
+        a, b = union_intervals(starts[idx], ends[idx])
+        busy[stream] = float((b - a).sum()) if len(a) else None  # None: no kernel has times
+    st["busy_us"] = [busy.get(u, 0.0) for u in st["uid"]]
+
+
+def _copy_exposure(tf: TraceFrames) -> None:
+    """``exposed_us`` per copy kernel (kind ``memcpy``): its duration minus
+    the part of it that any compute kernel on the same device overlaps
+    (interval arithmetic against the union of that device's compute kernel
+    intervals). None for compute kernels."""
+    k = tf.kernels
+    k["exposed_us"] = None
+    if k.empty:
+        return
+    device = k["stream"].map(dict(zip(tf.streams["uid"], tf.streams["device"])))
+    starts = pd.to_numeric(k["start_us"], errors="coerce").astype(float)
+    ends = pd.to_numeric(k["end_us"], errors="coerce").astype(float)
+    copy = (k["kind"] == "memcpy").to_numpy()
+    compute = (k["kind"] == "compute").to_numpy()
+    exposed = pd.Series([None] * len(k), index=k.index, dtype=object)
+    for dev in device[copy].dropna().unique():
+        on_dev = (device == dev).to_numpy()
+        seg_a, seg_b = union_intervals(starts[on_dev & compute], ends[on_dev & compute])
+        sel = on_dev & copy
+        a, b = starts[sel].to_numpy(), ends[sel].to_numpy()
+        hidden = covered(seg_a, seg_b, a, b)
+        exp = np.maximum((b - a) - hidden, 0.0)
+        exposed[sel] = [None if np.isnan(x) else float(x) for x in exp]
+    k["exposed_us"] = exposed
 
 
 def _facts(tf: TraceFrames) -> dict:

@@ -61,10 +61,19 @@ def run_analysis(graph: Graph, name: str, trace: str, raw_params: dict | None = 
     params = bind(analysis, trace, raw_params or {})
     facts = trace_facts(graph, trace)
     columns = [c.name for c in analysis.columns]
+    # Other traces an analysis reads (trace-diff's `base`): STRING params
+    # documented as "trace id ..." must name a ready trace too.
+    others = {p.name: trace_facts(graph, params[p.name]) for p in analysis.params
+              if p.name != "trace" and p.type == "STRING" and p.doc.startswith("trace id")
+              and params.get(p.name) is not None}
     for need in analysis.requires:
         flag, reason = REQUIREMENTS[need]
         if not facts.get(flag):
             return AnalysisResult(name, trace, columns, [], f"not available: {reason} ({facts.get('framework')}, {facts.get('sources')})")
+        for pname, other in others.items():
+            if not other.get(flag):
+                return AnalysisResult(name, trace, columns, [], f"not available: {pname} trace {params[pname]!r}: {reason} "
+                                                                f"({other.get('framework')}, {other.get('sources')})")
     res = graph.run(analysis.text, params, timeout_ms=timeout_ms)
     note = None if res.rows else "no rows: the trace has nothing that matches"
     return AnalysisResult(name, trace, res.columns or columns, res.rows, note)

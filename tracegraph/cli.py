@@ -154,6 +154,25 @@ def cmd_cypher(args) -> int:
     return 0
 
 
+def cmd_whatif(args) -> int:
+    from tracegraph.output import render
+    from tracegraph.queries.whatif import what_if
+
+    with _graph(args) as graph:
+        result = what_if(graph, args.trace, args.match, args.factor)
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+        return 0
+    speedup = f"{result['speedup']:.4g}x" if result["speedup"] is not None else "n/a"
+    print(f"trace {result['trace']}: {result['matched_ops']:,} ops matching {' or '.join(result['match'])} "
+          f"scaled by {result['factor']:g}")
+    print(f"critical path {result['critical_path_us']:,.1f} us (baseline {result['baseline_us']:,.1f} us, "
+          f"speedup {speedup}), {len(result['path'])} ops:")
+    cols = ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
+    print(render(cols, [[p[c] for c in cols] for p in result["path"]], "table"))
+    return 0
+
+
 HEADLINE = [("top-ops", {"n": "5"}), ("critical-path", {}), ("peak-memory", {})]
 
 
@@ -192,6 +211,12 @@ def cmd_demo(args) -> int:
                 print(f"... {len(res.rows)} ops, {total:,.0f} us in all")
         print("\nMore: tracegraph queries; tracegraph query NAME --trace alexnet")
     return 0
+
+
+def cmd_serve(args) -> int:
+    from tracegraph.api.app import serve
+
+    return serve(host=args.host, port=args.port, db=args.db, log_level=args.log_level)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -236,8 +261,25 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--write", action="store_true")
     s.set_defaults(func=cmd_cypher)
 
+    s = sub.add_parser("whatif", parents=[common], help="scale matched ops' weights and recompute the critical path")
+    s.add_argument("--trace", required=True)
+    s.add_argument("--match", action="append", required=True, metavar="type=REGEX|name=REGEX",
+                   help="ops to scale: type=REGEX (whole type) or name=REGEX (anywhere in the name); repeatable, any matches")
+    s.add_argument("--factor", type=float, required=True, help="multiply the matched ops' weights by this (>= 0)")
+    s.add_argument("--format", choices=["table", "json"], default="table")
+    s.set_defaults(func=cmd_whatif)
+
     s = sub.add_parser("demo", parents=[common], help="ingest the bundled sample traces and print the headline analyses")
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("serve", parents=[common], help="run the HTTP API (127.0.0.1:8000 unless told otherwise)",
+                       description="Serve the HTTP API. It binds 127.0.0.1 (this machine only) unless --host says "
+                                   "otherwise; set TRACEGRAPH_API_KEY before exposing it (clients then send "
+                                   "Authorization: Bearer <key>). Docs at http://HOST:PORT/docs.")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all interfaces)")
+    s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    s.set_defaults(func=cmd_serve)
     return p
 
 

@@ -258,12 +258,42 @@ def _order(applies: list[Apply]) -> list[Apply]:
 def _frames(path: Path, blocks: dict[int, Block], applies: list[Apply]) -> TraceFrames:
     order = _order(applies)
     seq = {a.index: s for s, a in enumerate(order)}
-    n_ops = len(order)
-    grad = {a.index: a.phase == "backward" for a in applies}
+    tensors, producer, readers, consumes = _link(path, blocks, order)
+    deps = _deps(path, producer, readers, seq)
+    ops = [{
+        "uid": f"op:{a.index}", "name": f"{a.function}#{a.index}", "type": a.function,
+        "device": DEVICE, "seq": seq[a.index], "start_us": float(seq[a.index]),
+        "end_us": float(seq[a.index] + 1), "dur_us": None, "phase": a.phase,
+        "executed": True, "attrs": json.dumps(a.attrs),
+    } for a in order]
+    allocations = [_allocation(t, blocks, producer, readers, seq, len(order)) for t in tensors.values()]
+    for t in tensors.values():
+        del t["_block"]
+    frames = TraceFrames(
+        framework="chainer", sources=[str(path)], time_unit="step",
+        ops=frame(ops, OP_COLUMNS),
+        tensors=frame(list(tensors.values()), TENSOR_COLUMNS),
+        consumes=frame(consumes, CONSUME_COLUMNS),
+        deps=frame(deps, DEP_COLUMNS),
+        allocations=frame(allocations, ALLOCATION_COLUMNS),
+        devices=frame([{"uid": DEVICE, "name": "chainer", "kind": "device"}], DEVICE_COLUMNS),
+        allocators=frame([{"uid": ALLOCATOR, "name": "chainer", "device": DEVICE}], ALLOCATOR_COLUMNS),
+        meta={"memory_blocks": len(blocks), "functions": len(applies)},
+    )
+    frames.check()
+    return frames
 
-    tensors: dict[str, dict] = {}
-    for b in sorted(blocks.values(), key=lambda b: b.id):
-        tensors[_uid(b.id, False)] = _tensor(b, False)
+
+_Readers = dict[str, list[tuple[Apply, int]]]  # tensor uid -> (reader, line of the input)
+
+
+def _link(path: Path, blocks: dict[int, Block], order: list[Apply]
+          ) -> tuple[dict[str, dict], dict[str, Apply], _Readers, list[dict]]:
+    """Tensor rows (blocks, then gradients as met), producers, readers and Consumes."""
+    tensors = {_uid(b.id, False): _tensor(b, False) for b in sorted(blocks.values(), key=lambda b: b.id)}
+    producer: dict[str, Apply] = {}
+    readers: _Readers = {}
+    consumes = []
 
     def tensor_of(bid: int, is_grad: bool) -> str:
         uid = _uid(bid, is_grad)
@@ -271,12 +301,9 @@ def _frames(path: Path, blocks: dict[int, Block], applies: list[Apply]) -> Trace
             tensors[uid] = _tensor(blocks[bid], is_grad)
         return uid
 
-    ops, consumes = [], []
-    producer: dict[str, Apply] = {}
-    readers: dict[str, list[tuple[Apply, int]]] = {}
     for a in order:
         for pos, (bid, no) in enumerate(a.outputs):
-            uid = tensor_of(bid, grad[a.index])
+            uid = tensor_of(bid, a.phase == "backward")
             if uid in producer:
                 raise InputError(path, f"block {bid} is produced twice (also by the function at "
                                  f"line {producer[uid].line})", f"line {no}")
@@ -286,44 +313,25 @@ def _frames(path: Path, blocks: dict[int, Block], applies: list[Apply]) -> Trace
             uid = tensor_of(bid, role == "gradient")
             readers.setdefault(uid, []).append((a, no))
             consumes.append({"op": f"op:{a.index}", "tensor": uid, "input_index": pos})
-        ops.append({
-            "uid": f"op:{a.index}", "name": f"{a.function}#{a.index}", "type": a.function,
-            "device": DEVICE, "seq": seq[a.index], "start_us": float(seq[a.index]),
-            "end_us": float(seq[a.index] + 1), "dur_us": None, "phase": a.phase,
-            "executed": True, "attrs": json.dumps(a.attrs),
-        })
+    return tensors, producer, readers, consumes
+
+
+def _deps(path: Path, producer: dict[str, Apply], readers: _Readers, seq: dict[int, int]) -> list[dict]:
+    """Producer -> reader data deps; a read at or before the producing step is corrupt input."""
+    deps: dict[tuple[int, int], dict] = {}
     for uid, rs in readers.items():
         p = producer.get(uid)
+        if p is None:
+            continue
         for r, no in rs:
-            if p is not None and seq[p.index] >= seq[r.index]:
-                raise InputError(path, f"{tensors[uid]['name']} is read before the function at "
+            if seq[p.index] >= seq[r.index]:
+                what = f"the gradient of block {uid.split(':')[1]}" if uid.endswith(":grad") else f"block {uid[2:]}"
+                raise InputError(path, f"{what} is read before the function at "
                                  f"line {p.line} produces it (ranks are not a topological order)",
                                  f"line {no}")
-
-    deps = {}
-    for uid, rs in readers.items():
-        p = producer.get(uid)
-        for r, _ in rs:
-            if p is not None:
-                deps.setdefault((p.index, r.index), {"src": f"op:{p.index}", "dst": f"op:{r.index}",
-                                                     "kind": "data"})
-
-    allocations = [_allocation(t, blocks, producer, readers, seq, n_ops) for t in tensors.values()]
-    for t in tensors.values():
-        del t["_block"]
-    frames = TraceFrames(
-        framework="chainer", sources=[str(path)], time_unit="step",
-        ops=frame(ops, OP_COLUMNS),
-        tensors=frame(list(tensors.values()), TENSOR_COLUMNS),
-        consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(list(deps.values()), DEP_COLUMNS),
-        allocations=frame(allocations, ALLOCATION_COLUMNS),
-        devices=frame([{"uid": DEVICE, "name": "chainer", "kind": "device"}], DEVICE_COLUMNS),
-        allocators=frame([{"uid": ALLOCATOR, "name": "chainer", "device": DEVICE}], ALLOCATOR_COLUMNS),
-        meta={"memory_blocks": len(blocks), "functions": len(applies)},
-    )
-    frames.check()
-    return frames
+            deps.setdefault((p.index, r.index), {"src": f"op:{p.index}", "dst": f"op:{r.index}",
+                                                 "kind": "data"})
+    return list(deps.values())
 
 
 def _tensor(b: Block, is_grad: bool) -> dict:
@@ -336,7 +344,7 @@ def _tensor(b: Block, is_grad: bool) -> dict:
 
 
 def _allocation(t: dict, blocks: dict[int, Block], producer: dict[str, Apply],
-                readers: dict[str, list[tuple[Apply, int]]], seq: dict[int, int], n_ops: int) -> dict:
+                readers: _Readers, seq: dict[int, int], n_ops: int) -> dict:
     bid, is_grad = t["_block"]
     param = _is_param(blocks[bid])
     p = producer.get(t["uid"])

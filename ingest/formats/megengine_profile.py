@@ -120,10 +120,13 @@ _TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an inte
 
 
 def _field(where: str, key: str) -> str:
-    """``graph_exec.var["783"]``: ids in brackets so the path can be pasted into jq."""
-    if not where:
-        return key
-    return f"{where}.{key}" if key.isidentifier() else f'{where}["{key}"]'
+    """``graph_exec.var``: a key of the format's own schema."""
+    return f"{where}.{key}" if where else key
+
+
+def _item(where: str, key: str) -> str:
+    """``graph_exec.var["783"]``: an id (operator, var, chunk, comp node), bracketed as in jq."""
+    return f"{where}[{json.dumps(key)}]"
 
 
 def _get(path: Path, obj: dict, key: str, kind: type, where: str, default: Any = _NOTHING) -> Any:
@@ -178,9 +181,9 @@ def _comp_seq(path: Path, g: dict, ops: dict) -> dict[str, int]:
         where = f"graph_exec.comp_seq[{i}]"
         oid = _id(path, raw, where)
         if oid not in ops:
-            raise InputError(path, f"unknown operator {oid}", where)
+            raise InputError(path, f"unknown operator {oid!r}", where)
         if oid in seq:
-            raise InputError(path, f"operator {oid} listed twice (also at [{seq[oid]}])", where)
+            raise InputError(path, f"operator {oid!r} listed twice (also at [{seq[oid]}])", where)
         seq[oid] = i
     return seq
 
@@ -211,12 +214,12 @@ class _Build:
         """Read host/device records; the origin is the earliest value of all."""
         for part, out in (("host", self.host), ("device", self.device)):
             for oid, per_node in _get(self.path, prof, part, dict, "profiler", {}).items():
-                where = _field(f"profiler.{part}", oid)
+                where = _item(f"profiler.{part}", oid)
                 if oid not in self.raw_ops:
-                    raise InputError(self.path, f"times for unknown operator {oid}", where)
+                    raise InputError(self.path, f"times for unknown operator {oid!r}", where)
                 if not isinstance(per_node, dict):
                     raise InputError(self.path, "expected an object", where)
-                out[oid] = {node: self._record(rec, _field(where, node)) for node, rec in per_node.items()}
+                out[oid] = {node: self._record(rec, _item(where, node)) for node, rec in per_node.items()}
         values = [t for recs in (self.host, self.device) for per in recs.values()
                   for rec in per.values() for t in rec.values()]
         if values:
@@ -239,34 +242,39 @@ class _Build:
 
     def add_ops(self, footprints: dict) -> None:
         for oid, raw in self.raw_ops.items():
-            where = _field("graph_exec.operator", oid)
+            where = _item("graph_exec.operator", oid)
             if not isinstance(raw, dict):
                 raise InputError(self.path, "expected an object", where)
             fp = footprints.get(oid, {})
             if not isinstance(fp, dict):
-                raise InputError(self.path, "expected an object", _field("profiler.opr_footprint", oid))
+                raise InputError(self.path, "expected an object", _item("profiler.opr_footprint", oid))
             self._op(oid, raw, fp, where)
         for oid in footprints:
             if oid not in self.raw_ops:
-                raise InputError(self.path, f"footprint of unknown operator {oid}",
-                                 _field("profiler.opr_footprint", oid))
+                raise InputError(self.path, f"footprint of unknown operator {oid!r}",
+                                 _item("profiler.opr_footprint", oid))
 
-    def _op(self, oid: str, raw: dict, fp: dict, where: str) -> None:
-        uid = f"op:{oid}"
-        for slot, key in ((self.producer, "output"), (self.readers, "input")):
+    def _link(self, oid: str, raw: dict, where: str) -> None:
+        """Outputs make the op a var's producer, inputs make it a reader."""
+        for key in ("output", "input"):
             for i, v in enumerate(_get(self.path, raw, key, list, where, [])):
-                vid = _id(self.path, v, f"{_field(where, key)}[{i}]")
+                at = f"{_field(where, key)}[{i}]"
+                vid = _id(self.path, v, at)
                 if vid not in self.raw_vars:
-                    raise InputError(self.path, f"unknown var {vid}", f"{_field(where, key)}[{i}]")
+                    raise InputError(self.path, f"unknown var {vid!r}", at)
                 if key == "output":
                     if vid in self.producer:
-                        raise InputError(self.path, f"var {vid} is also output of operator "
-                                         f"{self.producer[vid]}", f"{_field(where, key)}[{i}]")
+                        raise InputError(self.path, f"var {vid!r} is also output of operator "
+                                         f"{self.producer[vid]!r}", at)
                     self.producer[vid] = oid
                     self.tensors.setdefault(vid, {})["output_index"] = i
                 else:
                     self.readers.setdefault(vid, []).append(oid)
-                    self.consumes.append({"op": uid, "tensor": f"t:{vid}", "input_index": i})
+                    self.consumes.append({"op": f"op:{oid}", "tensor": f"t:{vid}", "input_index": i})
+
+    def _op(self, oid: str, raw: dict, fp: dict, where: str) -> None:
+        uid = f"op:{oid}"
+        self._link(oid, raw, where)
         executed = oid in self.seq
         host = self.host.get(oid, {}) if executed else {}
         device = self.device.get(oid, {}) if executed else {}
@@ -311,14 +319,16 @@ class _Build:
 
     def add_vars(self) -> None:
         for vid, raw in self.raw_vars.items():
-            where = _field("graph_exec.var", vid)
+            where = _item("graph_exec.var", vid)
             if not isinstance(raw, dict):
                 raise InputError(self.path, "expected an object", where)
             node = _get(self.path, raw, "comp_node", str, where)
             self.comp_nodes.setdefault(node)
             plan = _get(self.path, raw, "mem_plan", dict, where, None)
-            layout = _get(self.path, plan, "layout", dict, _field(where, "mem_plan"), {}) if plan else {}
-            lw = _field(_field(where, "mem_plan"), "layout")
+            pw = _field(where, "mem_plan")
+            chunk = _id(self.path, plan.get("mem_chunk_id"), _field(pw, "mem_chunk_id")) if plan else None
+            layout = _get(self.path, plan, "layout", dict, pw, {}) if plan else {}
+            lw = _field(pw, "layout")
             dtype = _get(self.path, layout, "dtype", str, lw, None)
             shape = _shape(self.path, layout.get("shape"), _field(lw, "shape"))
             if shape is None:
@@ -331,7 +341,7 @@ class _Build:
                 "uid": f"t:{vid}", "name": _get(self.path, raw, "name", str, where, vid),
                 "dtype": dtype, "shape": shape, "bytes": None,
                 "producer": None if producer is None else f"op:{producer}", "param": None,
-                "node": node, "plan": plan, "where": where,
+                "node": node, "chunk": chunk, "where": where,
             })
             t.setdefault("output_index", None)
             lo, hi = _count(self.path, raw, "prev_dev_ptr", where), _count(self.path, raw, "prev_dev_ptr_end", where)
@@ -344,7 +354,7 @@ class _Build:
             t["fwd"] = _id(self.path, raw["mem_readonly_fwd_src"], _field(where, "mem_readonly_fwd_src")) \
                 if raw.get("mem_readonly_fwd_src") is not None else None
             if t["fwd"] is not None and t["fwd"] not in self.raw_vars:
-                raise InputError(self.path, f"unknown var {t['fwd']}", _field(where, "mem_readonly_fwd_src"))
+                raise InputError(self.path, f"unknown var {t['fwd']!r}", _field(where, "mem_readonly_fwd_src"))
             t["flags"] = _get(self.path, raw, "flag", list, where, [])
 
     def _inferred_shape(self, raw: dict, where: str) -> str | None:
@@ -363,19 +373,18 @@ class _Build:
         i = self.tensors[vid].get("output_index")
         if not isinstance(shapes, list) or i is None or i >= len(shapes) or not shapes[i]:
             return None
-        return _shape(self.path, shapes[i], _field(_field("profiler.opr_footprint", oid), "out_shapes") + f"[{i}]")
+        return _shape(self.path, shapes[i], _field(_item("profiler.opr_footprint", oid), "out_shapes") + f"[{i}]")
 
     def add_allocations(self, chunks: dict) -> None:
         residents: dict[str, list[str]] = {}  # chunk id or "dyn:<var>" -> var ids living there
         for vid, t in self.tensors.items():
-            if t["plan"] is not None:
-                cid = _id(self.path, t["plan"].get("mem_chunk_id"), _field(_field(t["where"], "mem_plan"), "mem_chunk_id"))
-                if cid not in chunks:
-                    raise InputError(self.path, f"unknown mem chunk {cid}",
+            if t["chunk"] is not None:
+                if t["chunk"] not in chunks:
+                    raise InputError(self.path, f"unknown mem chunk {t['chunk']!r}",
                                      _field(_field(t["where"], "mem_plan"), "mem_chunk_id"))
-                residents.setdefault(cid, []).append(vid)
+                residents.setdefault(t["chunk"], []).append(vid)
         for vid, t in self.tensors.items():
-            if t["plan"] is None and t["fwd"] is None and "dynamic" in t:
+            if t["chunk"] is None and t["fwd"] is None and "dynamic" in t:
                 residents.setdefault(f"dyn:{vid}", []).append(vid)
         for vid in self.tensors:
             home = self._home(vid)
@@ -401,13 +410,13 @@ class _Build:
         return vid
 
     def _key_of(self, vid: str, residents: dict[str, list[str]]) -> str | None:
-        t = self.tensors[vid]
-        if t["plan"] is not None:
-            return str(t["plan"]["mem_chunk_id"])  # checked in add_allocations
+        chunk = self.tensors[vid]["chunk"]
+        if chunk is not None:
+            return chunk
         return f"dyn:{vid}" if f"dyn:{vid}" in residents else None
 
     def _chunk(self, cid: str, raw: Any, vids: list[str]) -> None:
-        where = _field("graph_exec.mem_chunk", cid)
+        where = _item("graph_exec.mem_chunk", cid)
         if not isinstance(raw, dict):
             raise InputError(self.path, "expected an object", where)
         size = _count(self.path, raw, "size", where)
@@ -415,10 +424,10 @@ class _Build:
             raise InputError(self.path, "missing 'size'", _field(where, "size"))
         owner = _id(self.path, raw.get("owner_var"), _field(where, "owner_var"))
         if owner not in self.tensors:
-            raise InputError(self.path, f"unknown var {owner}", _field(where, "owner_var"))
+            raise InputError(self.path, f"unknown var {owner!r}", _field(where, "owner_var"))
         t = self.tensors[owner]
         for vid in vids:
-            if self.tensors[vid]["plan"] is not None:
+            if self.tensors[vid]["chunk"] is not None:
                 self.tensors[vid]["bytes"] = size
         persistent = "PERSISTENT_DEVICE_VALUE" in t["flags"]
         self._allocation(f"a:{cid}", owner, size, _count(self.path, raw, "dev_ptr", where),
@@ -432,8 +441,12 @@ class _Build:
 
     def _allocation(self, uid: str, vid: str, size: int, address: int | None, kind: str,
                     vids: list[str]) -> None:
-        touched = sorted({o for v in vids for o in ([self.producer[v]] if v in self.producer else [])
-                          + self.readers.get(v, []) if o in self.seq and self.ops[o]["start_us"] is not None},
+        users: set[str] = set()
+        for v in vids:
+            users.update(self.readers.get(v, []))
+            if v in self.producer:
+                users.add(self.producer[v])
+        touched = sorted((o for o in users if o in self.seq and self.ops[o]["start_us"] is not None),
                          key=self.seq.__getitem__)
         t = self.tensors[vid]
         self.allocations.append({

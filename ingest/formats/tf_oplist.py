@@ -17,6 +17,8 @@ input ``^other/node``, and the output is a shape, ``(no output)`` or
 * **kernel lines** ``op:OpType, (no input), (no output), ...`` say that ``op``
   ran a kernel of type ``OpType``. They set that op's ``type`` and are not
   ops themselves. (No kernel row: the listing gives neither stream nor time.)
+  A kernel line whose node has no line of its own still yields that op
+  (``executed`` True, no ``seq``, ``attrs.listed`` False): a kernel ran.
 * **copy lines** ``edge_N_<node>:MEMCPYDtoH, (no input), (output B bytes)``
   -> an op of type ``MEMCPYDtoH`` with one memcpy kernel (``bytes`` B,
   ``direction`` DtoH) on stream ``s:<DEVICE>/memcpy``. When ``<node>`` is
@@ -37,6 +39,9 @@ Other decisions:
 * ``phase``: ``_SOURCE``/``_SINK``/``_retval_*``/``_arg_*`` are runtime
   nodes -> ``other``; a copy takes the phase of the node it copies; else
   :func:`tf_opnames.phase_from_name` (``gradients/`` -> backward).
+* A node listed twice, a bad shape or dtype, a line not ending in
+  ``, DEVICE, <int>`` -> InputError naming the line (a line cut short by
+  truncation always fails one of these checks).
 * Devices are the DEVICE texts as written: ``dev:GPU`` (kind GPU),
   ``dev:CPU`` (kind CPU). The trailing integer's meaning is not known; it is
   kept as ``attrs.trailing_int``.
@@ -50,6 +55,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +63,7 @@ import pandas as pd
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.tf_opnames import (
-    NODE_NAME, head_lines, op_type_from_name, phase_from_name, read_text, snippet,
+    NODE_NAME, float_times, head_lines, op_type_from_name, phase_from_name, read_text, snippet,
 )
 from tracegraph.ingest.frames import (
     CONSUME_COLUMNS, DEP_COLUMNS, DEVICE_COLUMNS,
@@ -82,6 +88,7 @@ _INT = re.compile(r"-?\d+\Z")
 _LISTED_NAME = re.compile(r"[A-Za-z0-9._>][A-Za-z0-9_.\-:>]*(?:/[A-Za-z0-9_.\-:>]+)*\Z")
 _OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _EDGE = re.compile(r"\Aedge_\d+_(.+):(MEMCPY\w*)\Z")
+_EDGE_NAME = re.compile(r"\Aedge_\d+_(.+?)(?::(MEMCPY\w*))?\Z")
 _RUNTIME_PREFIXES = ("_SOURCE", "_SINK", "_retval_", "_arg_")
 _GRAMMAR = "expected `name, inputs..., (output), DEVICE, <int>`"
 
@@ -283,7 +290,7 @@ def parse(path: Path) -> TraceFrames:
 
     trace = TraceFrames(
         framework="tensorflow", sources=[str(path)], time_unit="none",
-        ops=frame(ops, OP_COLUMNS), kernels=frame(kernels, KERNEL_COLUMNS),
+        ops=float_times(frame(ops, OP_COLUMNS)), kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
         tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
         deps=frame(deps, DEP_COLUMNS), devices=frame(list(devices.values()), DEVICE_COLUMNS),
         streams=frame(list(streams.values()), STREAM_COLUMNS),
@@ -298,12 +305,16 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
-def _copy_key(name: str) -> str | None:
+def _copy_key(name: str, op_type: object) -> str | None:
     """``edge_177_x:MEMCPYDtoH`` -> ``x:MEMCPYDtoH``: edge numbers differ
     between a listing and the StepStats of the same run, the copied node
-    and direction do not."""
-    m = _EDGE.match(name)
-    return f"{m.group(1)}:{m.group(2)}" if m else None
+    and direction do not. A base may also name the copy ``edge_N_x`` and
+    keep ``MEMCPYDtoH`` in ``type`` only; both give the same key."""
+    m = _EDGE_NAME.match(name)
+    if not m:
+        return None
+    kind = m.group(2) or (op_type if isinstance(op_type, str) and op_type.startswith("MEMCPY") else None)
+    return f"{m.group(1)}:{kind}" if kind else None
 
 
 def _attrs(text: object) -> dict:
@@ -314,6 +325,18 @@ def _attrs(text: object) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _listing_attrs(text: object, keep_type_source: bool) -> dict:
+    """A listing op's attrs as they read on a merged op: ``line`` becomes
+    ``listing_line`` (the base has its own lines), and ``type_source`` is
+    dropped when the type stays the base's."""
+    attrs = _attrs(text)
+    if "line" in attrs:
+        attrs["listing_line"] = attrs.pop("line")
+    if not keep_type_source:
+        attrs.pop("type_source", None)
+    return attrs
 
 
 def _fresh(uid: str, used: set) -> str:
@@ -337,13 +360,14 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     listing only fills gaps, because StepStats records what ran while the
     listing describes the graph:
 
-    * ops matched by ``name`` (copies by :func:`_copy_key`) get ``type``,
-      ``phase`` and ``device`` where base has none, and the listing's attrs
-      keys base lacks (``input_shapes`` ...);
-    * listing-only ops are added with ``executed`` False and no ``seq`` or
-      times (the listing's order is alphabetical, not comparable), on the
-      base device of the same kind when there is exactly one (else the
-      listing's device is added);
+    * ops matched by ``name`` -- copies by copied node and direction, since
+      their ``edge_N`` numbers differ between the two files (:func:`_copy_key`)
+      -- get ``type``, ``phase`` and ``device`` where base has none, and the
+      listing's attrs keys base lacks (``input_shapes``, ``listing_line``);
+    * listing-only ops are added with ``executed`` False, ``attrs.only_in_listing``
+      and no ``seq`` or times (the listing's order is alphabetical, not
+      comparable), on the base device of the same kind when there is exactly
+      one (else the listing's device is added);
     * control deps are all added, mapped to base uids and deduplicated
       against base deps on (src, dst, kind);
     * tensors are matched by (producer, output_index): dtype/shape/bytes
@@ -353,68 +377,107 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     Uses only the frames contract, so any base format works. ``sources`` is
     ``base.sources + extra.sources``; the result passes ``check()``.
     """
-    used = set()
+    used: set = set()
     for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices,
                base.streams, base.allocators):
         used.update(df["uid"])
+    devices, streams = _records(base.devices), _records(base.streams)
+    map_device = _device_mapper(devices, _records(extra.devices), used)
+    ops, op_map = _merge_ops(_records(base.ops), _records(extra.ops), map_device, used)
+    tensors, tensor_map = _merge_tensors(_records(base.tensors), _records(extra.tensors), op_map, used)
+    consumes = _merge_consumes(_records(base.consumes), _records(extra.consumes), op_map, tensor_map)
+    deps = _records(base.deps)
+    seen = {(d["src"], d["dst"], d["kind"]) for d in deps}
+    for row in _records(extra.deps):
+        key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
+        if key not in seen:
+            seen.add(key)
+            deps.append(dict(zip(DEP_COLUMNS, key)))
+    kernels = _merge_kernels(_records(base.kernels), extra, streams, op_map, map_device, used)
+    merged = TraceFrames(
+        framework=base.framework, sources=list(base.sources) + list(extra.sources),
+        time_unit=base.time_unit,
+        ops=float_times(frame(ops, OP_COLUMNS)), kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
+        tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
+        deps=frame(deps, DEP_COLUMNS),
+        allocations=base.allocations.copy(), allocators=base.allocators.copy(),
+        devices=frame(devices, DEVICE_COLUMNS), streams=frame(streams, STREAM_COLUMNS),
+        meta={**extra.meta, **base.meta},
+    )
+    merged.check()
+    return merged
 
-    ops, devices, streams = _records(base.ops), _records(base.devices), _records(base.streams)
-    by_name: dict[str, dict] = {}
-    by_copy: dict[str, list[dict]] = {}
-    for row in ops:
-        by_name.setdefault(row["name"], row)
-        key = _copy_key(str(row["name"]))
-        if key:
-            by_copy.setdefault(key, []).append(row)
-    extra_devices = {row["uid"]: row for row in _records(extra.devices)}
-    dev_map: dict[str, str] = {}
+
+def _device_mapper(devices: list[dict], extra_devices: list[dict], used: set) -> Callable[[str | None], str | None]:
+    """Listing device uid -> base device uid: the one base device of the same
+    kind (``GPU``), narrowed by name when there are several; if that is still
+    not one device, the listing's device is appended to ``devices``."""
+    wanted = {row["uid"]: row for row in extra_devices}
+    mapping: dict[str, str] = {}
 
     def map_device(uid: str | None) -> str | None:
-        if uid is None or uid not in extra_devices:
+        if uid is None or uid not in wanted:
             return None
-        if uid not in dev_map:
-            want = extra_devices[uid]
+        if uid not in mapping:
+            want = wanted[uid]
             same = [d for d in devices if str(d["kind"]).upper() == str(want["kind"]).upper()]
             if len(same) > 1:
                 same = [d for d in same if str(want["name"]) in str(d["name"])]
             if len(same) == 1:
-                dev_map[uid] = same[0]["uid"]
+                mapping[uid] = same[0]["uid"]
             else:
-                dev_map[uid] = _fresh(uid, used)
-                devices.append({**want, "uid": dev_map[uid]})
-        return dev_map[uid]
+                mapping[uid] = _fresh(uid, used)
+                devices.append({**want, "uid": mapping[uid]})
+        return mapping[uid]
 
+    return map_device
+
+
+def _merge_ops(ops: list[dict], extra_ops: list[dict], map_device: Callable[[str | None], str | None],
+               used: set) -> tuple[list[dict], dict[str, str]]:
+    """Base ops with gaps filled, plus listing-only ops; and listing uid -> result uid."""
+    by_name: dict[str, dict] = {}
+    by_copy: dict[str, list[dict]] = {}
+    for row in ops:
+        by_name.setdefault(row["name"], row)
+        key = _copy_key(str(row["name"]), row["type"])
+        if key:
+            by_copy.setdefault(key, []).append(row)
     op_map: dict[str, str] = {}
     matched: set[str] = set()
-    for row in _records(extra.ops):
+    for row in extra_ops:
         target = by_name.get(row["name"])
         if target is None:
-            candidates = [r for r in by_copy.get(_copy_key(str(row["name"])) or "", [])
+            candidates = [r for r in by_copy.get(_copy_key(str(row["name"]), row["type"]) or "", [])
                           if r["uid"] not in matched]
             target = candidates[0] if len(candidates) == 1 else None
         if target is not None and target["uid"] not in matched:
             matched.add(target["uid"])
             op_map[row["uid"]] = target["uid"]
+            listing = _listing_attrs(row["attrs"], keep_type_source=target["type"] is None)
             for col in ("type", "phase"):
                 if target[col] is None:
                     target[col] = row[col]
             if target["device"] is None:
                 target["device"] = map_device(row["device"])
-            have = _attrs(target["attrs"])
-            target["attrs"] = json.dumps({**_attrs(row["attrs"]), **have})
+            target["attrs"] = json.dumps({**listing, **_attrs(target["attrs"])})
             continue
         new = {**row, "uid": _fresh(row["uid"], used), "seq": None, "executed": False,
                "start_us": None, "end_us": None, "dur_us": None,
                "device": map_device(row["device"]),
-               "attrs": json.dumps({**_attrs(row["attrs"]), "only_in_listing": True})}
+               "attrs": json.dumps({**_listing_attrs(row["attrs"], True), "only_in_listing": True})}
         op_map[row["uid"]] = new["uid"]
         ops.append(new)
+    return ops, op_map
 
-    tensors = _records(base.tensors)
+
+def _merge_tensors(tensors: list[dict], extra_tensors: list[dict], op_map: dict[str, str],
+                   used: set) -> tuple[list[dict], dict[str, str]]:
+    """Match on (producer, output_index); fill dtype/shape/bytes gaps, add the rest."""
     by_output = {(t["producer"], int(t["output_index"])): t for t in tensors
                  if t["producer"] is not None and t["output_index"] is not None}
     tensor_map: dict[str, str] = {}
-    for row in _records(extra.tensors):
+    for row in extra_tensors:
         producer = op_map.get(row["producer"]) if row["producer"] is not None else None
         index = int(row["output_index"]) if row["output_index"] is not None else None
         target = by_output.get((producer, index))
@@ -427,24 +490,26 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
             new = {**row, "uid": _fresh(row["uid"], used), "producer": producer}
             tensor_map[row["uid"]] = new["uid"]
             tensors.append(new)
+    return tensors, tensor_map
 
-    consumes = _records(base.consumes)
+
+def _merge_consumes(consumes: list[dict], extra_consumes: list[dict], op_map: dict[str, str],
+                    tensor_map: dict[str, str]) -> list[dict]:
+    """Add a listing consume unless base has that (op, tensor) or (op, input_index)."""
     taken = {(c["op"], c["tensor"]) for c in consumes} | {(c["op"], c["input_index"]) for c in consumes}
-    for row in _records(extra.consumes):
+    for row in extra_consumes:
         op, tensor = op_map.get(row["op"]), tensor_map.get(row["tensor"])
         if op and tensor and (op, tensor) not in taken and (op, row["input_index"]) not in taken:
             taken |= {(op, tensor), (op, row["input_index"])}
             consumes.append({"op": op, "tensor": tensor, "input_index": row["input_index"]})
+    return consumes
 
-    deps = _records(base.deps)
-    seen = {(d["src"], d["dst"], d["kind"]) for d in deps}
-    for row in _records(extra.deps):
-        key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
-        if key not in seen:
-            seen.add(key)
-            deps.append(dict(zip(DEP_COLUMNS, key)))
 
-    kernels = _records(base.kernels)
+def _merge_kernels(kernels: list[dict], extra: TraceFrames, streams: list[dict], op_map: dict[str, str],
+                   map_device: Callable[[str | None], str | None], used: set) -> list[dict]:
+    """Copy kernels: fill bytes/direction on base kernels of the same op and
+    kind; add the kernel (on the base stream of that kind and device, if
+    there is exactly one) only for ops base has no kernel for."""
     ops_with_kernels = {k["op"] for k in kernels}
     extra_streams = {row["uid"]: row for row in _records(extra.streams)}
     stream_map: dict[str, str] = {}
@@ -466,18 +531,5 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
             else:
                 stream_map[row["stream"]] = _fresh(want["uid"], used)
                 streams.append({**want, "uid": stream_map[row["stream"]], "device": dev})
-        kernels.append({**row, "uid": _fresh(row["uid"], used), "op": op,
-                        "stream": stream_map[row["stream"]]})
-
-    merged = TraceFrames(
-        framework=base.framework, sources=list(base.sources) + list(extra.sources),
-        time_unit=base.time_unit,
-        ops=frame(ops, OP_COLUMNS), kernels=frame(kernels, KERNEL_COLUMNS),
-        tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(deps, DEP_COLUMNS),
-        allocations=base.allocations.copy(), allocators=base.allocators.copy(),
-        devices=frame(devices, DEVICE_COLUMNS), streams=frame(streams, STREAM_COLUMNS),
-        meta={**extra.meta, **base.meta},
-    )
-    merged.check()
-    return merged
+        kernels.append({**row, "uid": _fresh(row["uid"], used), "op": op, "stream": stream_map[row["stream"]]})
+    return kernels

@@ -15,11 +15,13 @@ turns every non-empty line into an op and derives from the name what it can.
 * The file says nothing about placement: every op is on one device
   ``dev:unknown`` (kind ``unknown``).
 * ``executed`` is None: a graph listing does not say whether a node ran.
-* ``time_unit`` is ``none``: the line order is graph order, not an
-  execution order, so it is kept as ``seq`` but not turned into steps.
+* ``time_unit`` is ``none``: nothing says the line order is an execution
+  order, so it is kept as ``seq`` but not turned into steps.
+* Times are NaN (float columns), no deps, no tensors.
 
-The two helpers and :func:`read_text` are shared with ``tf_oplist``, whose
-node names follow the same conventions (TF1 spelling).
+The name helpers (:func:`op_type_from_name`, :func:`phase_from_name`,
+``NODE_NAME``) and the file helpers are shared with ``tf_oplist``, whose node
+names follow the same conventions (TF1 spelling).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+
+import pandas as pd
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.frames import DEVICE_COLUMNS, OP_COLUMNS, TraceFrames, frame
@@ -150,6 +154,14 @@ def read_text(path: Path) -> str:
         raise InputError(path, "not UTF-8 text (binary file?)", f"line {line}") from None
 
 
+def float_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Time columns as float (NaN when unknown) rather than all-None objects,
+    so that numeric code downstream (sorting, cummax) works on untimed traces."""
+    cols = [c for c in ("start_us", "end_us", "dur_us") if c in df.columns]
+    df[cols] = df[cols].astype("float64")
+    return df
+
+
 def snippet(text: str, limit: int = 60) -> str:
     """A short, single-line quotation of bad input for an error message."""
     return repr(text if len(text) <= limit else text[:limit] + "...")
@@ -207,7 +219,7 @@ def parse(path: Path) -> TraceFrames:
         raise InputError(path, "no node names (empty file)", "line 1")
     trace = TraceFrames(
         framework="tensorflow", sources=[str(path)], time_unit="none",
-        ops=frame(rows, OP_COLUMNS),
+        ops=float_times(frame(rows, OP_COLUMNS)),
         devices=frame([{"uid": "dev:unknown", "name": "unknown", "kind": "unknown"}], DEVICE_COLUMNS),
     )
     trace.check()

@@ -37,6 +37,10 @@ class FalkorGraph:
             where = unix_socket or f"{host}:{port}"
             raise DatabaseError(f"cannot reach FalkorDB at {where}: {e}") from None
         self._graph = self._db.select_graph(graph)
+        if not self._db.connection.exists(graph):
+            # Read-only queries on a graph that does not exist yet fail with
+            # "empty key"; creating the schema creates the graph.
+            self.ensure_schema()
 
     def run(self, query: str, params: dict | None = None, *, write: bool = False,
             timeout_ms: int | None = None) -> Result:

@@ -1,0 +1,71 @@
+"""HTTP API settings, from ``TRACEGRAPH_*`` environment variables.
+
+| variable | default | meaning |
+|---|---|---|
+| ``TRACEGRAPH_API_KEY`` | unset | when set, every route but ``/health`` needs ``Authorization: Bearer <key>`` |
+| ``TRACEGRAPH_MAX_UPLOAD_BYTES`` | 2 GiB | an upload whose files add up to more is refused with 413 |
+| ``TRACEGRAPH_SYNC_UPLOAD_BYTES`` | 16 MiB | uploads up to this size are ingested before the answer (201) ... |
+| ``TRACEGRAPH_SYNC_WAIT_S`` | 60 | ... when that takes less than this; otherwise the answer is a job (202) |
+| ``TRACEGRAPH_UPLOAD_DIR`` | system temp | where uploads are streamed to while they are ingested |
+| ``TRACEGRAPH_CYPHER_TIMEOUT_MS`` | 10000 | server-side timeout of ``POST /cypher`` |
+| ``TRACEGRAPH_CYPHER_MAX_ROWS`` | 10000 | rows ``POST /cypher`` returns at most (``truncated`` says when it cut) |
+| ``TRACEGRAPH_QUERY_TIMEOUT_MS`` | 300000 | server-side timeout of a catalog analysis |
+| ``TRACEGRAPH_JOBS_KEPT`` | 1000 | finished ingest jobs remembered for ``GET /jobs/{id}`` |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+
+from tracegraph.errors import UserError
+
+MiB = 1024 * 1024
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise UserError(f"{name} must be >= 0, got {raw!r}")
+    return value
+
+
+@dataclass
+class Settings:
+    api_key: str | None = None
+    max_upload_bytes: int = 2048 * MiB
+    sync_upload_bytes: int = 16 * MiB
+    sync_wait_s: float = 60.0
+    upload_dir: str | None = None
+    cypher_timeout_ms: int = 10_000
+    cypher_max_rows: int = 10_000
+    query_timeout_ms: int = 300_000
+    jobs_kept: int = 1000
+    max_upload_files: int = 16
+    cors_origins: list[str] = field(default_factory=lambda: ["*"])  # for Neo4j Browser's guide fetch only
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        s = cls(
+            api_key=os.environ.get("TRACEGRAPH_API_KEY") or None,
+            max_upload_bytes=_int("TRACEGRAPH_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
+            sync_upload_bytes=_int("TRACEGRAPH_SYNC_UPLOAD_BYTES", cls.sync_upload_bytes),
+            sync_wait_s=float(_int("TRACEGRAPH_SYNC_WAIT_S", int(cls.sync_wait_s))),
+            upload_dir=os.environ.get("TRACEGRAPH_UPLOAD_DIR") or None,
+            cypher_timeout_ms=_int("TRACEGRAPH_CYPHER_TIMEOUT_MS", cls.cypher_timeout_ms),
+            cypher_max_rows=_int("TRACEGRAPH_CYPHER_MAX_ROWS", cls.cypher_max_rows),
+            query_timeout_ms=_int("TRACEGRAPH_QUERY_TIMEOUT_MS", cls.query_timeout_ms),
+            jobs_kept=_int("TRACEGRAPH_JOBS_KEPT", cls.jobs_kept),
+        )
+        known = {f.name for f in fields(cls)}
+        for k, v in overrides.items():
+            if k not in known:
+                raise TypeError(f"unknown setting {k!r}")
+            setattr(s, k, v)
+        return s

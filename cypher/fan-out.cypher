@@ -1,0 +1,34 @@
+// @name fan-out
+// @summary The tensors read by the most ops, and the ops with the most inputs.
+// @requires deps
+// @param trace STRING: trace id
+// @param n INTEGER = 10: how many tensors and how many ops to return (up to 2n rows)
+// @column kind: `tensor` (degree = how many ops read it) or `op` (degree = how many inputs it has)
+// @column name: tensor name (`op:slot` for TF) or op name
+// @column degree: distinct ops reading the tensor, or the op's input count
+//
+// Definition. From the `CONSUMES` relationships (an op reads a tensor at
+// an input position): a tensor's degree is the number of distinct ops
+// that read it (its fan-out); an op's degree is its number of data inputs,
+// one per input position (a tensor read at two positions counts twice;
+// control inputs are not counted). Tensors nobody reads and ops without
+// inputs are left out. Rows: the n tensors with the highest degree, then
+// the n ops with the highest degree; within each, highest degree first,
+// then name.
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+//   :param n => 10
+MATCH (t:Tensor {trace: $trace})<-[:CONSUMES]-(reader:Op)
+WITH t, count(DISTINCT reader) AS degree
+ORDER BY degree DESC, t.name
+LIMIT $n
+WITH collect({kind: 'tensor', name: t.name, degree: degree}) AS tensors
+MATCH (o:Op {trace: $trace})-[c:CONSUMES]->(:Tensor)
+WITH tensors, o, count(c) AS degree
+ORDER BY degree DESC, o.name
+LIMIT $n
+WITH tensors, collect({kind: 'op', name: o.name, degree: degree}) AS ops
+UNWIND tensors + ops AS row
+RETURN row.kind AS kind, row.name AS name, row.degree AS degree
+ORDER BY CASE row.kind WHEN 'tensor' THEN 0 ELSE 1 END, degree DESC, name

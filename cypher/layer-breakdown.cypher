@@ -1,0 +1,42 @@
+// @name layer-breakdown
+// @summary Per name scope (layer) at a given depth: ops, summed weight and bytes live at the memory peak.
+// @requires times
+// @param trace STRING: trace id
+// @param depth INTEGER = 1: how many leading name-scope components make a layer (values below 1 count as 1)
+// @column scope: the first `depth` components of the op's name scope (`conv1`, `gradients/conv1` at depth 2); `(root)` for ops outside any scope
+// @column ops: executed ops in the scope
+// @column total_us: their summed weight (us; steps for traces timed in steps)
+// @column peak_live_bytes: bytes of the allocations made by the scope's ops that are live at the trace's memory peak (null: the trace has no memory timeline)
+//
+// Definition. An op's name scope is its name without the last `/`
+// component (`conv1/Conv2D` -> `conv1`); the layer is its first `depth`
+// components, all of them when it has fewer. Weight as in top-ops; ops
+// that did not execute are left out. The trace's memory peak is the peak of
+// the allocator with the largest peak (the Trace's `memory_peak_bytes`;
+// ties: allocator name), reached first at its `peak_us`; an allocation of
+// that allocator is live there when alloc_us <= peak_us < free_us (never
+// freed counts as live), as in peak-memory. The peak_live_bytes of all
+// rows sum to the trace's memory peak (allocations without an op are in
+// no row). Order: largest total_us first, then scope.
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+//   :param depth => 1
+OPTIONAL MATCH (m:Allocator {trace: $trace})
+WHERE m.peak_bytes IS NOT NULL
+WITH m
+ORDER BY m.peak_bytes DESC, m.name
+LIMIT 1
+MATCH (o:Op {trace: $trace})
+WHERE o.executed
+OPTIONAL MATCH (o)-[:ALLOCATED]->(a:Allocation)
+WITH m, o, sum(CASE WHEN m IS NOT NULL AND a.allocator_name = m.name AND a.alloc_us <= m.peak_us
+                         AND (a.free_us IS NULL OR a.free_us > m.peak_us) THEN a.bytes ELSE 0 END) AS live
+WITH m, o, live, split(o.scope, '/') AS parts
+WITH m, o, live,
+     CASE WHEN coalesce(o.scope, '') = '' THEN '(root)'
+          ELSE reduce(s = parts[0], x IN parts[1..CASE WHEN $depth > 1 THEN $depth ELSE 1 END] | s + '/' + x)
+     END AS scope
+WITH m, scope, count(o) AS ops, sum(o.weight_us) AS total_us, sum(live) AS live
+RETURN scope, ops, total_us, CASE WHEN m IS NULL THEN null ELSE toInteger(live) END AS peak_live_bytes
+ORDER BY total_us DESC, scope

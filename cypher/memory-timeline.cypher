@@ -1,0 +1,40 @@
+// @name memory-timeline
+// @summary Per allocator, live bytes after each allocation event as a step function (optionally downsampled, peak kept).
+// @requires memory
+// @param trace STRING: trace id
+// @param max_points INTEGER = 1000: at most this many points per allocator (values below 1 count as 1; null, possible in Neo4j Browser, keeps every point)
+// @column allocator: allocator name (TF: GPU_0_bfc; MegEngine: comp node; Chainer: one pool)
+// @column t_us: time of the point (us since the trace's first event; steps for Chainer)
+// @column live_bytes: bytes live after every allocation and free at t_us; the value holds until the allocator's next point
+//
+// Definition. An allocator's memory timeline is the running sum of its
+// allocations (+bytes at alloc_us) and frees (-bytes at free_us), one point
+// per distinct event time holding the live bytes after all events at that
+// time (frees count before allocations at equal times); computed at ingest
+// and stored on the Allocator as the parallel lists `timeline_us` /
+// `timeline_bytes`. Persistent memory (no alloc/free time) is outside it.
+// Downsampling: with N points and max_points < N, the points are cut into
+// consecutive buckets of ceil(N / max_points) points and each bucket keeps
+// its highest point (the first of equal ones), so no more than max_points
+// points remain, the curve is the upper envelope of the original, and the
+// allocator's peak (peak-memory's peak_bytes at its peak_at_us, the first
+// time the maximum is reached) is always one of the points. The highest
+// live_bytes of an allocator equals its peak_bytes. Order: allocator, then
+// time.
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+//   :param max_points => 1000
+MATCH (m:Allocator {trace: $trace})
+WHERE m.timeline_us IS NOT NULL
+WITH m, size(m.timeline_us) AS n
+WITH m, n, CASE WHEN $max_points IS NULL OR $max_points >= n THEN n
+                WHEN $max_points < 1 THEN 1 ELSE $max_points END AS points
+WITH m, n, toInteger((n + points - 1) / points) AS width
+UNWIND range(0, toInteger((n - 1) / width)) AS bucket
+WITH m, n, bucket * width AS lo,
+     CASE WHEN (bucket + 1) * width < n THEN (bucket + 1) * width - 1 ELSE n - 1 END AS hi
+WITH m, reduce(best = lo, i IN range(lo, hi) |
+               CASE WHEN m.timeline_bytes[i] > m.timeline_bytes[best] THEN i ELSE best END) AS i
+RETURN m.name AS allocator, m.timeline_us[i] AS t_us, m.timeline_bytes[i] AS live_bytes
+ORDER BY allocator, t_us

@@ -1,0 +1,33 @@
+// @name phase-breakdown
+// @summary Forward, backward, optimizer, communication and other: ops, summed weight and bytes allocated per phase.
+// @requires times
+// @param trace STRING: trace id
+// @column phase: forward / backward / optimizer / communication / other
+// @column ops: executed ops of the phase
+// @column total_us: their summed weight (us; steps for traces timed in steps)
+// @column bytes_allocated: bytes of the allocations those ops made during the trace (null: the trace has no memory records)
+//
+// Definition. An op's phase is decided at ingest from its name and type
+// (TF: `gradients/...` is backward, optimizer scopes and Apply* ops are
+// optimizer, all-reduce/broadcast ops are communication, runtime plumbing
+// such as `_SOURCE` or `_retval` is other, the rest forward); an op whose
+// format gave no phase counts as other. Weight as in top-ops; ops that did
+// not execute are left out. bytes_allocated sums the `bytes` of every
+// allocation with an allocation time (alloc_us) made by the phase's ops;
+// persistent memory, which has no allocation time in the trace, is not
+// counted. Always five rows, in the order forward, backward, optimizer,
+// communication, other (0 ops where a phase has none).
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+MATCH (tr:Trace {trace: $trace, uid: 'trace'})
+UNWIND range(0, 4) AS i
+WITH tr, i, ['forward', 'backward', 'optimizer', 'communication', 'other'][i] AS phase
+OPTIONAL MATCH (o:Op {trace: $trace})
+WHERE o.executed AND coalesce(o.phase, 'other') = phase
+OPTIONAL MATCH (o)-[:ALLOCATED]->(a:Allocation)
+WHERE a.alloc_us IS NOT NULL
+WITH tr, i, phase, o, sum(a.bytes) AS op_bytes
+WITH tr, i, phase, count(o) AS ops, sum(o.weight_us) AS total_us, sum(op_bytes) AS bytes
+RETURN phase, ops, total_us, CASE WHEN tr.has_memory THEN toInteger(bytes) ELSE null END AS bytes_allocated
+ORDER BY i

@@ -1,0 +1,37 @@
+// @name stream-utilization
+// @summary Per device stream: kernels, busy time (union of kernel intervals), utilization over the trace span, idle gaps.
+// @requires kernels times
+// @param trace STRING: trace id
+// @param min_gap_us FLOAT = 10: count only idle gaps longer than this (us)
+// @column device: device the stream belongs to
+// @column stream: stream name (`stream:13`; `memcpy` for TF's copy records)
+// @column kernels: kernels and copies run on the stream
+// @column busy_us: length of the union of its kernel intervals [start_us, end_us) (overlapping kernels count once; us)
+// @column window_us: the trace's span: from its first event (0) to the last end of any op or kernel (us)
+// @column utilization: busy_us / window_us
+// @column gaps: idle gaps between consecutive kernels on the stream longer than min_gap_us
+// @column gap_us: their summed length (us)
+//
+// Definition. busy_us is computed at ingest per stream (`Stream.busy_us`)
+// from every kernel on it, copies included. An idle gap is the time from
+// the moment everything started earlier on the stream has ended (the
+// running maximum of end times, not just the previous kernel's end) to the
+// start of the next kernel (`Kernel.gap_after_us`, 0 when they overlap or
+// touch); the time before the stream's first kernel and after its last is
+// not a gap. With min_gap_us = 0 every positive gap counts, and then
+// busy_us + gap_us = last kernel end - first kernel start. Order: device,
+// then stream.
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+//   :param min_gap_us => 10.0
+MATCH (tr:Trace {trace: $trace, uid: 'trace'})
+MATCH (s:Stream {trace: $trace})
+OPTIONAL MATCH (k:Kernel)-[:ON_STREAM]->(s)
+WITH tr, s, count(k) AS kernels,
+     sum(CASE WHEN k.gap_after_us > $min_gap_us THEN 1 ELSE 0 END) AS gaps,
+     sum(CASE WHEN k.gap_after_us > $min_gap_us THEN k.gap_after_us ELSE 0.0 END) AS gap_us
+RETURN s.device_name AS device, s.name AS stream, kernels, s.busy_us AS busy_us, tr.span_us AS window_us,
+       CASE WHEN tr.span_us > 0 THEN s.busy_us / tr.span_us ELSE null END AS utilization,
+       toInteger(gaps) AS gaps, gap_us
+ORDER BY device, stream

@@ -1,0 +1,39 @@
+// @name trace-diff
+// @summary Per op, how its weight changed from a base trace to this one; largest change first.
+// @requires times
+// @param trace STRING: trace id
+// @param base STRING: trace id of the baseline to compare against
+// @param min_delta_us FLOAT = 0: list a changed op only when its |delta_us| exceeds this (us); added and removed ops are always listed
+// @column op: op name
+// @column type: op type
+// @column base_us: its weight in the base trace (null: not in it)
+// @column dur_us: its weight in this trace (null: not in it)
+// @column delta_us: dur_us - base_us, a missing side counting as 0 (us; positive: slower now)
+// @column status: `changed`, `added` (only in this trace) or `removed` (only in the base)
+//
+// Definition. Ops that executed are matched across the two traces by name
+// and type; ops of the same name and type within one trace (a node
+// recorded twice) are taken together, their weights summed. Weight as in
+// top-ops: the sum of the op's kernel durations when it launched any, else
+// its own record's duration. An op whose weight is the same in both traces
+// is not a row. Order: largest |delta_us| first, then op, then type.
+//
+// Neo4j Browser:
+//   :param trace => 'alexnet'
+//   :param base => 'alexnet-before'
+//   :param min_delta_us => 0.0
+UNWIND [$base, $trace] AS side
+MATCH (o:Op {trace: side})
+WHERE o.executed
+WITH o.name AS op, o.type AS type,
+     sum(CASE WHEN o.trace = $base THEN 1 ELSE 0 END) AS in_base,
+     sum(CASE WHEN o.trace = $trace THEN 1 ELSE 0 END) AS in_trace,
+     sum(CASE WHEN o.trace = $base THEN o.weight_us ELSE 0.0 END) AS base_w,
+     sum(CASE WHEN o.trace = $trace THEN o.weight_us ELSE 0.0 END) AS trace_w
+WITH op, type, CASE WHEN in_base > 0 THEN base_w ELSE null END AS base_us,
+     CASE WHEN in_trace > 0 THEN trace_w ELSE null END AS dur_us
+WITH op, type, base_us, dur_us, coalesce(dur_us, 0.0) - coalesce(base_us, 0.0) AS delta_us,
+     CASE WHEN base_us IS NULL THEN 'added' WHEN dur_us IS NULL THEN 'removed' ELSE 'changed' END AS status
+WHERE status <> 'changed' OR abs(delta_us) > $min_delta_us
+RETURN op, type, base_us, dur_us, delta_us, status
+ORDER BY abs(delta_us) DESC, op, type

@@ -1,0 +1,122 @@
+"""What-if: scale the weights of some ops and recompute the critical path.
+
+Not a catalog analysis because it recomputes: it reads one trace's ops and
+dependency edges back from the graph and runs the very forward/backward
+pass the loader ran (:func:`tracegraph.ingest.enrich.dag_passes`) with the
+matched ops' weights multiplied by ``factor``. The baseline is the same pass
+on the stored weights, so it equals the trace's ``critical_path_us`` and a
+factor of 1 returns it exactly.
+
+Matching (``--match``, repeatable; an op matched by any is scaled):
+
+* ``type=REGEX``: the op type matches REGEX in full (``type=Conv2D`` is
+  Conv2D only, not Conv2DBackpropInput; ``type=Conv2D.*`` is all three);
+* ``name=REGEX``: the op name contains a match of REGEX (``re.search``).
+
+Only executed ops take part, as in the critical path; the op weights are
+the stored ``weight_us`` (kernel time when the op launched kernels).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracegraph.db.base import Graph
+from tracegraph.errors import UserError
+from tracegraph.ingest.enrich import dag_passes, dependency_dag
+from tracegraph.queries.run import REQUIREMENTS, trace_facts
+
+_OPS = ("MATCH (o:Op {trace: $trace}) "
+        "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.weight_us AS weight_us, "
+        "o.executed AS executed")
+_EDGES = ("MATCH (a:Op {trace: $trace})-[:DATA|CONTROL]->(b:Op) "
+          "RETURN a.uid AS src, b.uid AS dst")
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """One ``field=REGEX`` criterion."""
+
+    field: str
+    pattern: re.Pattern
+    text: str
+
+    def __call__(self, name: str | None, op_type: str | None) -> bool:
+        if self.field == "type":
+            return op_type is not None and self.pattern.fullmatch(op_type) is not None
+        return name is not None and self.pattern.search(name) is not None
+
+
+def parse_match(spec: str) -> Matcher:
+    """``type=REGEX`` or ``name=REGEX``; UserError otherwise."""
+    field, sep, pattern = spec.partition("=")
+    field = field.strip()
+    if not sep or field not in ("type", "name") or not pattern:
+        raise UserError(f"--match wants type=REGEX or name=REGEX, got {spec!r}")
+    try:
+        return Matcher(field, re.compile(pattern), spec)
+    except re.error as e:
+        raise UserError(f"--match {spec!r}: bad regular expression: {e}") from None
+
+
+def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> dict:
+    """Scale the matched ops' weights by ``factor``; the new critical path.
+
+    Returns ``{"trace", "match", "factor", "matched_ops", "baseline_us",
+    "critical_path_us", "speedup", "saved_us", "path"}`` where ``speedup``
+    is baseline / new (None when the new path has length 0) and ``path``
+    lists the new critical path's ops in order with their new weight
+    (``weight_us``), stored weight (``base_weight_us``) and whether they
+    were scaled.
+    """
+    specs = [match] if isinstance(match, str) else list(match)
+    if not specs:
+        raise UserError("what-if needs at least one --match")
+    matchers = [parse_match(s) for s in specs]
+    try:
+        factor = float(factor)
+    except (TypeError, ValueError):
+        raise UserError(f"--factor wants a number, got {factor!r}") from None
+    if not math.isfinite(factor) or factor < 0:
+        raise UserError(f"--factor must be a finite number >= 0, got {factor!r}")
+    facts = trace_facts(graph, trace)  # NotFound for an unknown trace
+    flag, reason = REQUIREMENTS["deps"]
+    if not facts.get(flag):
+        raise UserError(f"not available: {reason} ({facts.get('framework')}, {facts.get('sources')})")
+
+    ops = graph.run(_OPS, {"trace": trace}).rows
+    edges = graph.run(_EDGES, {"trace": trace}).rows
+    uids = [r[0] for r in ops]
+    names = [r[1] for r in ops]
+    types = [r[2] for r in ops]
+    seqs = [r[3] for r in ops]
+    executed = np.array([r[5] is not False for r in ops], dtype=bool)
+    weight = np.array([float(r[4]) if r[4] is not None else 0.0 for r in ops], dtype=float)
+    if not executed.any():
+        raise UserError(f"not available: trace {trace!r} has no executed ops")
+    scaled = np.array([executed[i] and any(m(names[i], types[i]) for m in matchers) for i in range(len(ops))],
+                      dtype=bool)
+    if not scaled.any():
+        raise UserError(f"no executed op of trace {trace!r} matches {' or '.join(specs)}")
+
+    dag = dependency_dag(uids, seqs, executed, ((s, d) for s, d in edges))
+    base = dag_passes(dag, weight)
+    new_weight = np.where(scaled, weight * factor, weight)
+    new = dag_passes(dag, new_weight)
+    return {
+        "trace": trace,
+        "match": specs,
+        "factor": factor,
+        "matched_ops": int(scaled.sum()),
+        "baseline_us": base.length,
+        "critical_path_us": new.length,
+        "speedup": base.length / new.length if new.length > 0 else None,
+        "saved_us": base.length - new.length,
+        "path": [{"step": step, "op": names[i], "type": types[i], "weight_us": float(new_weight[i]),
+                  "base_weight_us": float(weight[i]), "scaled": bool(scaled[i])}
+                 for step, i in enumerate(new.path)],
+    }

@@ -1,0 +1,579 @@
+"""The HTTP API through FastAPI's TestClient, against the real embedded FalkorDB.
+
+One app per module (its own connection to the session's embedded server);
+tests that upload use the ``graph`` fixture, which drops the traces they add.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import re
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from conftest import SEED_MEGENGINE, SEED_OPLIST, SEED_STEPSTATS
+from tracegraph.api.app import create_app
+from tracegraph.api.settings import Settings
+from tracegraph.queries.catalog import catalog, get, parse_header
+from tracegraph.queries.run import run_analysis
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPH_ANALYSES = ("critical-path-graph", "op-neighborhood-graph", "peak-tensors-graph")
+
+
+def make_client(**settings) -> TestClient:
+    base = dict(api_key=None, max_upload_bytes=64 * 1024 * 1024, sync_upload_bytes=16 * 1024 * 1024,
+                sync_wait_s=60.0, cypher_timeout_ms=10_000, cypher_max_rows=10_000)
+    base.update(settings)
+    return TestClient(create_app("embedded", Settings(**base)))
+
+
+@pytest.fixture(scope="module")
+def client(session_graph):
+    with make_client() as c:
+        yield c
+
+
+def upload(client, trace, *paths_or_parts, **fields):
+    files = []
+    for p in paths_or_parts:
+        if isinstance(p, Path):
+            files.append(("files", (p.name, p.read_bytes())))
+        else:
+            files.append(("files", p))
+    data = {"trace": trace, **{k: str(v).lower() if isinstance(v, bool) else v for k, v in fields.items()}}
+    return client.post("/traces", data=data, files=files)
+
+
+def trace_names(client) -> list[str]:
+    r = client.get("/traces")
+    assert r.status_code == 200
+    return [t["trace"] for t in r.json()]
+
+
+def one_line_detail(r) -> str:
+    body = r.json()
+    assert set(body) >= {"detail"}
+    assert isinstance(body["detail"], str) and body["detail"] and "\n" not in body["detail"], body
+    return body["detail"]
+
+
+def nodes_of(graph, trace) -> int:
+    return graph.run("MATCH (n) WHERE n.trace = $t RETURN count(n)", {"t": trace}).rows[0][0]
+
+
+# ---------------------------------------------------------------- health, traces
+
+
+def test_health(client):
+    r = client.get("/health")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ok" and body["backend"] == "embedded" and body["database"] == "reachable"
+    assert re.match(r"^\d+\.\d+", body["version"])
+    assert "FalkorDB" in body["database_version"]
+
+
+def test_health_503_when_the_database_is_unreachable(session_graph):
+    # Nothing listens on port 1: the app still starts, /health says why it is unusable.
+    with TestClient(create_app("falkordb://127.0.0.1:1", Settings())) as c:
+        r = c.get("/health")
+        assert r.status_code == 503
+        body = r.json()
+        assert body["database"] == "unreachable" and body["backend"] == "falkordb" and body["detail"]
+        r = c.get("/traces")
+        assert r.status_code == 503
+        one_line_detail(r)
+
+
+def test_list_and_describe_traces(client, alexnet):
+    assert alexnet in trace_names(client)
+    r = client.get(f"/traces/{alexnet}")
+    assert r.status_code == 200
+    t = r.json()
+    assert t["trace"] == alexnet and t["framework"] == "tensorflow"
+    assert t["ops"] > 0 and t["span_us"] > 0 and t["memory_peak_bytes"] > 0
+    assert t["sources"] and t["sources"][0].endswith("tf1-alexnet-stepstats.pbtxt")
+    assert t["counts"]["nodes"]["Op"] == t["ops"]
+
+
+def test_unknown_trace_is_404(client):
+    for r in (client.get("/traces/no-such-trace"), client.delete("/traces/no-such-trace"),
+              client.get("/traces/no-such-trace/queries/top-ops"),
+              client.get("/traces/no-such-trace/queries/peak-memory?format=csv")):
+        assert r.status_code == 404, r.text
+        assert "no-such-trace" in one_line_detail(r)
+
+
+def test_unknown_route_and_job_are_json_404(client):
+    r = client.get("/no/such/route")
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+    r = client.get("/jobs/0123456789abcdef")
+    assert r.status_code == 404
+    one_line_detail(r)
+
+
+# ---------------------------------------------------------------- catalog and analyses
+
+
+def test_catalog(client):
+    r = client.get("/queries")
+    assert r.status_code == 200
+    items = {a["name"]: a for a in r.json()}
+    assert set(items) == set(catalog())
+    top = items["top-ops"]
+    assert top["summary"] and top["columns"][0] == {"name": "op", "doc": "op name"}
+    assert top["params"] == [{"name": "n", "type": "INTEGER", "required": False, "default": 10,
+                              "doc": "how many ops to return", "choices": []}]
+    for name in GRAPH_ANALYSES:
+        assert items[name]["graph"] is True
+    assert items["top-ops"]["graph"] is False
+    one = client.get("/queries/op-neighborhood-graph").json()
+    assert one["query"].startswith("MATCH") and "$hops" in one["query"]
+    assert client.get("/queries/nope").status_code == 404
+
+
+def test_analysis_matches_the_library(client, session_graph, alexnet):
+    want = run_analysis(session_graph, "peak-memory", alexnet)
+    r = client.get(f"/traces/{alexnet}/queries/peak-memory")
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) == {"analysis", "trace", "columns", "rows", "note"}
+    assert body["analysis"] == "peak-memory" and body["trace"] == alexnet
+    assert body["columns"] == want.columns and body["rows"] == want.rows and body["note"] is None
+
+
+def test_analysis_parameters_are_typed(client, alexnet):
+    r = client.get(f"/traces/{alexnet}/queries/top-ops", params={"n": "3"})
+    assert r.status_code == 200 and len(r.json()["rows"]) == 3
+    # The generic route does the same.
+    r2 = client.get(f"/traces/{alexnet}/queries/{'top-ops'}?n=3")
+    assert r2.json() == r.json()
+
+
+@pytest.mark.parametrize("query, name", [
+    ("n=abc", "n"), ("n=1.5", "n"), ("n=99999999999999999999999", "n"), ("n=-1", "n"),
+    ("bogus=1", "bogus"), ("n=1&n=2", "n"), ("format=xml", "format"),
+])
+def test_bad_parameter_is_422_naming_it(client, alexnet, query, name):
+    r = client.get(f"/traces/{alexnet}/queries/top-ops?{query}")
+    assert r.status_code == 422, r.text
+    assert name in one_line_detail(r)
+
+
+def test_missing_required_and_choices(client, alexnet):
+    r = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph")
+    assert r.status_code == 422 and "op" in one_line_detail(r)
+    r = client.get(f"/traces/{alexnet}/queries/tensor-lifetimes", params={"order": "nope"})
+    assert r.status_code == 422 and "order" in one_line_detail(r)
+    r = client.get(f"/traces/{alexnet}/queries/trace-diff", params={"base": "no-such-base"})
+    assert r.status_code == 404
+
+
+def test_unknown_analysis_is_404(client, alexnet):
+    r = client.get(f"/traces/{alexnet}/queries/no-such-analysis")
+    assert r.status_code == 404
+    assert "no-such-analysis" in one_line_detail(r)
+
+
+def test_csv(client, alexnet):
+    r = client.get(f"/traces/{alexnet}/queries/top-ops?n=4&format=csv")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(r.text)))
+    js = client.get(f"/traces/{alexnet}/queries/top-ops?n=4").json()
+    assert rows[0] == js["columns"] and len(rows) == 5
+    assert [row[0] for row in rows[1:]] == [row[0] for row in js["rows"]]
+
+
+def test_not_available_note(client, graph):
+    # tf-opnames: a graph without times, so top-ops (requires times) is not available.
+    from conftest import SEED_OPNAMES
+
+    assert upload(client, "api-opnames", SEED_OPNAMES).status_code == 201
+    body = client.get("/traces/api-opnames/queries/top-ops").json()
+    assert body["rows"] == [] and body["note"].startswith("not available: ")
+    r = client.get("/traces/api-opnames/queries/top-ops?format=csv")
+    assert r.status_code == 200 and r.headers["x-tracegraph-note"].startswith("not available")
+
+
+# ---------------------------------------------------------------- graph-returning analyses
+
+
+def test_graph_analysis_headers():
+    for name in GRAPH_ANALYSES:
+        a = get(name)
+        text = (ROOT / "cypher" / f"{name}.cypher").read_text()
+        assert parse_header(text, f"{name}.cypher") == a and a.graph
+        header, browser = text.split("\n// Neo4j Browser:\n", 1)
+        lines = [ln for ln in browser.splitlines() if ln.startswith("//")]
+        assert {ln.split()[2] for ln in lines} == {p.name for p in a.params}
+        body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("//"))
+        assert not re.search(r"(?i)\b(EXISTS|COUNT|CALL)\s*\{", body)
+    assert not any(a.graph for a in catalog().values() if a.name not in GRAPH_ANALYSES
+                   and not a.name.endswith("-graph"))
+
+
+def test_critical_path_graph(client, alexnet):
+    facts = client.get(f"/traces/{alexnet}").json()
+    body = client.get(f"/traces/{alexnet}/queries/critical-path-graph").json()
+    assert body["columns"] == ["ops", "critical_path_us", "path"]
+    (ops, length, path), = body["rows"]
+    assert path["kind"] == "path"
+    assert ops == len(path["nodes"]) == facts["critical_path_ops"]
+    assert length == facts["critical_path_us"]
+    assert all(n["labels"] == ["Op"] for n in path["nodes"])
+    assert all(r["type"] == "CRITICAL_PRED" for r in path["relationships"])
+    steps = [n["properties"]["cp_step"] for n in path["nodes"]]
+    assert steps == list(range(ops - 1, -1, -1))
+    assert sum(n["properties"]["weight_us"] for n in path["nodes"]) == pytest.approx(length)
+    # The same ops, in reverse order, as the tabular critical-path.
+    table = client.get(f"/traces/{alexnet}/queries/critical-path").json()
+    assert [n["properties"]["name"] for n in reversed(path["nodes"])] == [r[1] for r in table["rows"]]
+
+
+def test_op_neighborhood_graph(client, session_graph, alexnet):
+    op = "conv3/Conv2D"
+    direct = {r[0] for r in session_graph.run(
+        "MATCH (o:Op {trace: $t, name: $op})-[:DATA|CONTROL]-(n:Op) RETURN DISTINCT n.name",
+        {"t": alexnet, "op": op}).rows}
+    one = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 1}).json()
+    assert {r[1] for r in one["rows"]} == direct
+    two = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op}).json()
+    lengths = [r[0] for r in two["rows"]]
+    assert set(lengths) == {1, 2} and lengths == sorted(lengths)
+    for hops, neighbor, path in two["rows"]:
+        assert len(path["relationships"]) == hops and path["nodes"][0]["properties"]["name"] == op
+        assert path["nodes"][-1]["properties"]["name"] == neighbor
+        assert {r["type"] for r in path["relationships"]} <= {"DATA", "CONTROL"}
+    capped = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 9}).json()
+    assert max(r[0] for r in capped["rows"]) == 4
+    none = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": "no such op"}).json()
+    assert none["rows"] == [] and none["note"].startswith("no rows")
+
+
+def test_peak_tensors_graph(client, alexnet):
+    body = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph").json()
+    peak = client.get(f"/traces/{alexnet}/queries/peak-memory").json()
+    cols = peak["columns"]
+    live = sorted((r[cols.index("allocator")], r[cols.index("bytes")], r[cols.index("tensor")])
+                  for r in peak["rows"] if r[cols.index("tensor")] is not None)
+    got = []
+    for allocator, nbytes, path, node in body["rows"]:
+        labels = [n["labels"][0] for n in path["nodes"]]
+        assert labels == ["Op", "Tensor", "Allocation"]
+        assert [r["type"] for r in path["relationships"]] == ["PRODUCES", "BACKED_BY"]
+        assert node["labels"] == ["Allocator"] and node["properties"]["name"] == allocator
+        assert path["nodes"][2]["properties"]["bytes"] == nbytes
+        got.append((allocator, nbytes, path["nodes"][1]["properties"]["name"]))
+    assert live and sorted(got) == live
+
+
+# ---------------------------------------------------------------- ad-hoc Cypher
+
+
+def test_cypher_read(client, alexnet):
+    r = client.post("/cypher", json={"query": "MATCH (o:Op {trace: $t}) RETURN o.name AS name, o LIMIT 2",
+                                     "params": {"t": alexnet}})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["columns"] == ["name", "o"] and len(body["rows"]) == 2 and body["truncated"] is False
+    node = body["rows"][0][1]
+    assert node["kind"] == "node" and node["labels"] == ["Op"] and node["properties"]["name"] == body["rows"][0][0]
+    r = client.post("/cypher", json={"query": "MATCH p = (:Op {trace: $t})-[:LAUNCHED]->(:Kernel) RETURN p LIMIT 1",
+                                     "params": {"t": alexnet}})
+    path = r.json()["rows"][0][0]
+    assert path["kind"] == "path" and path["relationships"][0]["type"] == "LAUNCHED"
+    # Values JSON has no literal for: NaN and infinity come back as null.
+    r = client.post("/cypher", json={"query": "RETURN 0.0/0.0 AS nan, 1.0/0.0 AS inf, date('2024-01-02') AS d"})
+    assert r.status_code == 200 and r.json()["rows"] == [[None, None, "2024-01-02"]]
+
+
+def test_cypher_write_is_refused_and_changes_nothing(client, session_graph, alexnet):
+    before = session_graph.run("MATCH (o:Op) RETURN count(o)").rows[0][0]
+    assert before > 0
+    for query in ("MATCH (o:Op) DETACH DELETE o", "CREATE (:Op {trace: 'x'})",
+                  "MATCH (o:Op) SET o.name = 'x'", "CREATE INDEX FOR (n:Foo) ON (n.bar)"):
+        r = client.post("/cypher", json={"query": query})
+        assert 400 <= r.status_code < 500, (query, r.status_code, r.text)
+        one_line_detail(r)
+    assert session_graph.run("MATCH (o:Op) RETURN count(o)").rows[0][0] == before
+    assert session_graph.run("MATCH (o:Op {trace: $t}) WHERE o.name = 'x' RETURN count(o)",
+                             {"t": alexnet}).rows[0][0] == 0
+
+
+def test_cypher_errors(client):
+    r = client.post("/cypher", json={"query": "THIS IS NOT CYPHER"})
+    assert r.status_code == 400
+    one_line_detail(r)
+    for body in ({}, {"query": ""}, {"query": 1}, {"query": "RETURN 1", "params": []},
+                 {"query": "RETURN $x", "params": {"x": 2 ** 70}}, {"query": "RETURN 1", "extra": 1}):
+        r = client.post("/cypher", json=body)
+        assert r.status_code == 422, (body, r.text)
+        one_line_detail(r)
+    r = client.post("/cypher", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    r = client.post("/cypher", json={"query": "RETURN $x", "params": {"x": "a" * (17 * 1024 * 1024)}})
+    assert r.status_code == 413
+    one_line_detail(r)
+
+
+def test_cypher_row_cap_and_timeout(session_graph, alexnet):
+    with make_client(cypher_max_rows=5, cypher_timeout_ms=50) as c:
+        r = c.post("/cypher", json={"query": "MATCH (o:Op {trace: $t}) RETURN o.name", "params": {"t": alexnet}})
+        assert r.status_code == 200
+        assert len(r.json()["rows"]) == 5 and r.json()["truncated"] is True
+        r = c.post("/cypher", json={"query": "MATCH (a:Op), (b:Op), (c:Op), (d:Op) RETURN count(*)"})
+        assert r.status_code == 400 and "timed out" in one_line_detail(r)
+
+
+# ---------------------------------------------------------------- uploads
+
+
+def test_upload_small_answers_201_with_the_summary(client, graph):
+    r = upload(client, "api-alex", SEED_STEPSTATS, SEED_OPLIST)
+    assert r.status_code == 201, r.text
+    assert r.headers["location"] == "/traces/api-alex"
+    t = r.json()
+    assert t["trace"] == "api-alex" and t["framework"] == "tensorflow"
+    assert t["sources"] == [SEED_STEPSTATS.name, SEED_OPLIST.name]  # the uploaded names, not temp paths
+    assert client.get("/traces/api-alex").json() == t
+    # Taken name: 409 unless replace=true.
+    r = upload(client, "api-alex", SEED_STEPSTATS)
+    assert r.status_code == 409 and "replace=true" in one_line_detail(r)
+    r = upload(client, "api-alex", SEED_STEPSTATS, replace=True)
+    assert r.status_code == 201 and r.json()["sources"] == [SEED_STEPSTATS.name]
+    # And it is queryable like any trace.
+    assert client.get("/traces/api-alex/queries/top-ops?n=1").json()["rows"]
+
+
+def test_upload_equals_cli_ingest(client, graph, alexnet):
+    assert upload(client, "api-alex2", SEED_STEPSTATS).status_code == 201
+    a = client.get("/traces/api-alex2/queries/critical-path").json()["rows"]
+    b = client.get(f"/traces/{alexnet}/queries/critical-path").json()["rows"]
+    assert a == b
+
+
+@pytest.mark.parametrize("name, content, status", [
+    ("garbage.bin", b"\x00\x01\x02 definitely not a trace \xff" * 50, 415),
+    ("empty.txt", b"", 400),
+    ("broken.json", b'{"profiler": {"opr_footprint": ', None),
+])
+def test_upload_garbage_is_refused_and_leaves_nothing(client, graph, name, content, status):
+    before = trace_names(client)
+    r = upload(client, "api-garbage", (name, content))
+    assert r.status_code in ((status,) if status else (400, 415)), r.text
+    detail = one_line_detail(r)
+    assert name in detail and "tracegraph-upload" not in detail  # names the file, not the temp path
+    assert trace_names(client) == before
+    assert nodes_of(graph, "api-garbage") == 0
+
+
+def test_failed_ingest_is_atomic(client, graph):
+    # Two primary profiles cannot make one trace: refused after parsing, nothing stored.
+    before = trace_names(client)
+    r = upload(client, "api-two", SEED_STEPSTATS, SEED_MEGENGINE)
+    assert r.status_code == 400, r.text
+    assert "one timed profile" in one_line_detail(r)
+    assert trace_names(client) == before and nodes_of(graph, "api-two") == 0
+    left = graph.run("MATCH (t:Trace) WHERE t.name = 'api-two' RETURN count(t)").rows[0][0]
+    assert left == 0
+
+
+def test_upload_oversize_is_413(graph, tmp_path):
+    with make_client(max_upload_bytes=100_000, upload_dir=str(tmp_path)) as c:
+        before = trace_names(c)
+        r = upload(c, "api-big", SEED_STEPSTATS)  # 170 kB
+        assert r.status_code == 413
+        one_line_detail(r)
+        assert trace_names(c) == before
+    assert list(tmp_path.iterdir()) == []  # the partial upload is gone
+
+
+def test_upload_form_errors(client, graph):
+    cases = [
+        (dict(trace="bad~name"), [SEED_STEPSTATS], 422, "trace"),
+        (dict(trace="a/b"), [SEED_STEPSTATS], 422, "trace"),
+        (dict(), [SEED_STEPSTATS], 422, "trace"),
+        (dict(trace="api-x", format="nope"), [SEED_STEPSTATS], 422, "format"),
+        (dict(trace="api-x", replace="maybe"), [SEED_STEPSTATS], 422, "replace"),
+    ]
+    for fields, paths, status, word in cases:
+        r = client.post("/traces", data=fields, files=[("files", (p.name, p.read_bytes())) for p in paths])
+        assert r.status_code == status, (fields, r.text)
+        assert word in one_line_detail(r)
+    # Multipart without files.
+    body = b'--XyZ\r\nContent-Disposition: form-data; name="trace"\r\n\r\napi-x\r\n--XyZ--\r\n'
+    r = client.post("/traces", content=body, headers={"content-type": "multipart/form-data; boundary=XyZ"})
+    assert r.status_code == 422 and "files" in one_line_detail(r)
+    # Not multipart at all, or cut short.
+    r = client.post("/traces", json={"trace": "api-x"})
+    assert r.status_code == 415
+    r = client.post("/traces", content=body[:60], headers={"content-type": "multipart/form-data; boundary=XyZ"})
+    assert r.status_code in (400, 422)
+    one_line_detail(r)
+    assert "api-x" not in trace_names(client)
+
+
+def poll(client, url, timeout=120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(url).json()
+        if job["status"] in ("done", "failed") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+def test_large_upload_is_a_job(graph):
+    with make_client(sync_upload_bytes=0) as c:
+        r = upload(c, "api-job", SEED_STEPSTATS)
+        assert r.status_code == 202, r.text
+        job = r.json()
+        assert r.headers["location"] == job["url"] == f"/jobs/{job['id']}"
+        assert job["status"] in ("queued", "running", "done") and job["trace"] == "api-job"
+        job = poll(c, job["url"])
+        assert job["status"] == "done", job
+        assert job["progress"]["fraction"] == 1.0 and job["progress"]["done"] == job["progress"]["total"] > 0
+        assert job["result"]["trace"] == "api-job" and job["error"] is None
+        assert "api-job" in trace_names(c)
+        # A failing job reports the error and leaves nothing.
+        r = upload(c, "api-job-bad", ("junk.bin", b"\x00junk" * 10))
+        assert r.status_code == 202
+        job = poll(c, r.json()["url"])
+        assert job["status"] == "failed" and job["error_status"] == 415 and "junk.bin" in job["error"]
+        assert "api-job-bad" not in trace_names(c)
+
+
+def test_delete(client, graph):
+    assert upload(client, "api-del", SEED_STEPSTATS).status_code == 201
+    r = client.delete("/traces/api-del")
+    assert r.status_code == 200 and r.json()["trace"] == "api-del" and r.json()["deleted_nodes"] > 0
+    assert nodes_of(graph, "api-del") == 0
+    assert client.delete("/traces/api-del").status_code == 404
+
+
+# ---------------------------------------------------------------- what-if
+
+
+def test_whatif(client, alexnet):
+    have = importlib.util.find_spec("tracegraph.queries.whatif") is not None
+    r = client.post(f"/traces/{alexnet}/whatif", json={"match": "type=Conv2D.*", "factor": 0.5})
+    if not have:
+        assert r.status_code == 501
+        return
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["trace"] == alexnet and body["matched_ops"] > 0 and body["critical_path_us"] < body["baseline_us"]
+    same = client.post(f"/traces/{alexnet}/whatif", json={"match": ["type=Conv2D.*"], "factor": 1}).json()
+    assert same["critical_path_us"] == same["baseline_us"]
+    for bad in ({"match": "type=NoSuchType", "factor": 0.5}, {"match": "nonsense", "factor": 0.5},
+                {"match": "type=(", "factor": 0.5}, {"match": "type=Conv2D", "factor": -1},
+                {"match": [], "factor": 1}, {"factor": 1}):
+        r = client.post(f"/traces/{alexnet}/whatif", json=bad)
+        assert r.status_code == 422, (bad, r.text)
+        one_line_detail(r)
+    r = client.post("/traces/no-such-trace/whatif", json={"match": "type=Conv2D", "factor": 0.5})
+    assert r.status_code == 404
+
+
+# ---------------------------------------------------------------- auth
+
+
+def test_api_key(session_graph, alexnet):
+    with make_client(api_key="s3cret") as c:
+        assert c.get("/health").status_code == 200
+        for path in ("/traces", f"/traces/{alexnet}/queries/top-ops", "/queries", "/openapi.json", "/docs",
+                     "/browser/guide.html", "/jobs/x"):
+            r = c.get(path)
+            assert r.status_code == 401, path
+            assert r.headers["www-authenticate"] == "Bearer"
+            one_line_detail(r)
+        assert c.get("/traces", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert c.post("/cypher", json={"query": "RETURN 1"}).status_code == 401
+        ok = {"Authorization": "Bearer s3cret"}
+        assert c.get("/traces", headers=ok).status_code == 200
+        assert c.post("/cypher", json={"query": "RETURN 1 AS one"}, headers=ok).json()["rows"] == [[1]]
+        # Pages a browser opens take ?key= (Neo4j Browser cannot send headers) ...
+        r = c.get("/browser/guide.html?key=s3cret")
+        assert r.status_code == 200 and "tracegraph.grass?key=s3cret" in r.text
+        assert c.get("/openapi.json?key=s3cret").status_code == 200
+        # ... the API routes do not.
+        assert c.get("/traces?key=s3cret").status_code == 401
+        spec = c.get("/openapi.json", headers=ok).json()
+        assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+# ---------------------------------------------------------------- Neo4j Browser kit and docs
+
+
+def test_browser_guide(client):
+    r = client.get("/browser/guide.html")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert r.headers["access-control-allow-origin"] == "*"
+    html = r.text
+    assert html.startswith('<article class="guide">') and "<carousel" in html
+    assert "script" not in html.lower()
+    runnable = re.findall(r'<pre mode="cypher" class="pre-scrollable code runnable">(.*?)</pre>', html, re.S)
+    from html import unescape
+
+    blocks = [unescape(b) for b in runnable]
+    assert ":param trace => 'alexnet'" in blocks
+    assert ":style http://testserver/browser/tracegraph.grass" in blocks
+    from tracegraph.api.guide import query_body
+
+    slides = {re.search(r"<h3>(.*?)</h3>", s).group(1): s for s in html.split("<slide")[1:]}
+    assert set(catalog()) <= set(slides)
+    for a in catalog().values():  # every analysis: its :param block and its query, from the catalog
+        mine = [unescape(b) for b in re.findall(r'class="pre-scrollable code runnable">(.*?)</pre>', slides[a.name], re.S)]
+        assert query_body(a) in mine
+        # One Browser command sets every parameter (the header's values, the trace asked for).
+        setup = next(b for b in mine if b.startswith(":params {trace: 'alexnet'"))
+        assert "\n" not in setup
+        for p in a.params:
+            assert f" {p.name}: " in setup or setup.startswith(f":params {{{p.name}: "), (a.name, p.name)
+    assert ":params {trace: 'alexnet', op: 'conv3/Conv2D', hops: 2}" in blocks
+    other = client.get("/browser/guide.html?trace=resnet").text
+    assert ":param trace => 'resnet'" in unescape(other)
+
+
+def test_grass_style_sheet(client):
+    r = client.get("/browser/tracegraph.grass")
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+    text = r.text
+    assert text == (ROOT / "cypher" / "tracegraph.grass").read_text()
+    # Neo4j Browser's GraSS parser: no comments, `selector { key: value; }`, captions quoted.
+    rules = dict(re.findall(r"^([\w.]+) \{\n(.*?)\n\}", text, re.S | re.M))
+    assert "/*" not in text and "//" not in text
+    from tracegraph.db.base import LABELS
+
+    for label in LABELS:
+        props = dict(line.strip().rstrip(";").split(": ", 1) for line in rules[f"node.{label}"].splitlines())
+        assert re.fullmatch(r"#[0-9A-F]{6}", props["color"]) and props["caption"].startswith("'")
+        assert props["diameter"].endswith("px")
+    for rel in ("DATA", "CONTROL", "CRITICAL_PRED", "PRODUCES", "BACKED_BY"):
+        assert f"relationship.{rel}" in rules
+    widths = {k: int(re.search(r"shaft-width: (\d+)px", v).group(1)) for k, v in rules.items() if "shaft-width" in v}
+    assert widths["relationship.CRITICAL_PRED"] == max(widths.values())
+
+
+def test_openapi_and_docs(client):
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    for p in ("/health", "/traces", "/traces/{trace}", "/jobs/{job_id}", "/queries", "/cypher",
+              "/traces/{trace}/queries/{name}", "/traces/{trace}/whatif"):
+        assert p in paths, p
+    for a in catalog().values():  # each analysis documents its typed parameters
+        op = paths[f"/traces/{{trace}}/queries/{a.name}"]["get"]
+        declared = {p["name"]: p["schema"]["type"] for p in op["parameters"] if p["in"] == "query"}
+        for p in a.params:
+            if p.name != "trace":
+                assert declared[p.name] == {"STRING": "string", "INTEGER": "integer", "FLOAT": "number",
+                                            "BOOLEAN": "boolean"}[p.type]
+    upload_body = paths["/traces"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert upload_body["required"] == ["trace", "files"]
+    r = client.get("/docs")
+    assert r.status_code == 200 and "swagger" in r.text.lower() and "/openapi.json" in r.text

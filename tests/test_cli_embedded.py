@@ -1,0 +1,156 @@
+"""The CLI as a user runs it, and the embedded server's lifecycle.
+
+Each test here uses a data directory of its own, so it sees exactly the
+servers it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SEED_STEPSTATS, run_cli
+
+
+def _server_pid(home: Path) -> int | None:
+    try:
+        pid = int((home / "falkordb" / "server.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    status = Path(f"/proc/{pid}/status")
+    if status.exists() and "State:\tZ" in status.read_text():
+        return None
+    return pid
+
+
+def _gone(home: Path, within_s: float = 15.0) -> bool:
+    """True once no server process of ``home`` is left (its module teardown
+    may take a few seconds after the data is safe and the socket is gone)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if _server_pid(home) is None:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ingest_query_and_no_stray_server(tmp_path):
+    home = tmp_path / "home"
+    out = run_cli("ingest", str(SEED_STEPSTATS), "--trace", "alexnet", home=home, check=True).stdout
+    assert re.search(r"trace alexnet: [\d,]+ nodes, [\d,]+ relationships", out)
+    assert "Op 118" in out and "Allocation 108" in out
+    assert _gone(home)  # the CLI stopped the server it started
+    rows = json.loads(run_cli("query", "peak-memory", "--trace", "alexnet", "--format", "json", home=home, check=True).stdout)
+    gpu = [r for r in rows if r["allocator"] == "GPU_0_bfc"]
+    assert sum(r["bytes"] for r in gpu) == gpu[0]["peak_bytes"] == 1238944256
+    csv = run_cli("query", "top-ops", "--trace", "alexnet", "--param", "n=2", "--format", "csv", home=home, check=True).stdout
+    assert csv.splitlines()[0] == "op,type,device,dur_us,kernels_us,share" and len(csv.splitlines()) == 3
+    traces = json.loads(run_cli("traces", "--format", "json", home=home, check=True).stdout)
+    assert [t["trace"] for t in traces] == ["alexnet"]
+    assert _gone(home)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\xff\x13garbage\x00" * 50, b"dev_stats {\n  device: \"/device:GPU:0\"\n  node_stats {"])
+def test_bad_input_is_one_line_exit_1_and_changes_nothing(tmp_path, content):
+    home = tmp_path / "home"
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "keep", home=home, check=True)
+    before = run_cli("traces", "--format", "json", home=home, check=True).stdout
+    bad = tmp_path / "bad.pbtxt"
+    bad.write_bytes(content)
+    proc = run_cli("ingest", str(bad), "--trace", "bad", home=home)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0], proc.stderr
+    assert run_cli("traces", "--format", "json", home=home, check=True).stdout == before
+
+
+def test_truncated_seed_is_refused(tmp_path):
+    home = tmp_path / "home"
+    bad = tmp_path / "cut.pbtxt"
+    bad.write_text(SEED_STEPSTATS.read_text()[:50000])
+    proc = run_cli("ingest", str(bad), home=home)
+    assert proc.returncode == 1 and "line" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert json.loads(run_cli("traces", "--format", "json", home=home, check=True).stdout) == []
+
+
+def test_usage_errors_exit_2_and_user_errors_exit_1(tmp_path):
+    home = tmp_path / "home"
+    assert run_cli("query", home=home).returncode == 2
+    assert run_cli("frobnicate", home=home).returncode == 2
+    proc = run_cli("query", "top-ops", "--trace", "missing", home=home)
+    assert proc.returncode == 1 and "no trace named 'missing'" in proc.stderr
+    proc = run_cli("query", "no-such-analysis", "--trace", "x", home=home)
+    assert proc.returncode == 1 and "no analysis" in proc.stderr
+    proc = run_cli("cypher", "MATCH (n) DETACH DELETE n", home=home)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+
+
+def test_cypher_read_only_unless_write(tmp_path):
+    home = tmp_path / "home"
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "a", home=home, check=True)
+    count = "MATCH (o:Op {trace: 'a'}) RETURN count(o) AS n"
+    assert json.loads(run_cli("cypher", count, "--format", "json", home=home, check=True).stdout) == [{"n": 118}]
+    assert run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", home=home).returncode == 1
+    # _SOURCE has a record on the CPU and one on the GPU: two ops.
+    run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", "--write", home=home, check=True)
+    assert json.loads(run_cli("cypher", count, "--format", "json", home=home, check=True).stdout) == [{"n": 116}]
+    rows = json.loads(run_cli("cypher", "MATCH (o:Op {trace: $t}) RETURN o.name AS n ORDER BY n LIMIT 1", "--param", "t=a",
+                              "--format", "json", home=home, check=True).stdout)
+    names = re.findall(r'node_name: "([^"]+)"', SEED_STEPSTATS.read_text())
+    assert rows == [{"n": min(n for n in names if ":" not in n and n != "_SOURCE")}]
+
+
+def test_persists_across_restart_and_crash(tmp_path):
+    home = tmp_path / "home"
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "survivor", home=home, check=True)
+    # Restart: the CLI stopped the server; the next call starts it from the AOF.
+    assert "survivor" in run_cli("traces", home=home, check=True).stdout
+    # Crash: keep a server up with a long-lived user, write, kill -9 after fsync.
+    from tracegraph.db.embedded import EmbeddedServer
+
+    server = EmbeddedServer(home)
+    server.acquire()
+    try:
+        run_cli("ingest", str(SEED_STEPSTATS), "--trace", "after-crash", home=home, check=True)
+        time.sleep(1.5)  # appendfsync everysec
+        os.kill(_server_pid(home), signal.SIGKILL)
+        time.sleep(0.2)
+    finally:
+        server.release()
+    out = run_cli("traces", "--format", "json", home=home, check=True).stdout
+    assert {t["trace"] for t in json.loads(out)} == {"survivor", "after-crash"}
+
+
+def test_cli_call_leaves_a_shared_server_running(tmp_path):
+    from tracegraph.db.embedded import EmbeddedServer
+
+    home = tmp_path / "home"
+    server = EmbeddedServer(home)
+    server.acquire()  # stands in for `tracegraph serve`
+    try:
+        pid = _server_pid(home)
+        assert pid
+        run_cli("traces", home=home, check=True)
+        assert _server_pid(home) == pid  # still up for the other user
+    finally:
+        server.release()
+    assert _gone(home)  # the last user stopped it
+
+
+def test_server_that_cannot_start_is_a_clear_error(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "falkordb").write_text("not a directory")
+    proc = run_cli("traces", home=home)
+    assert proc.returncode == 1
+    assert len(proc.stderr.strip().splitlines()) == 1 and "falkordb" in proc.stderr
