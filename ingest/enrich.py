@@ -79,7 +79,8 @@ def _dag_passes(tf: TraceFrames) -> dict:
     for c in cols:
         ops[c] = None
     executed = ops["executed"].fillna(True).astype(bool).to_numpy()
-    if n == 0 or not executed.any():
+    if n == 0 or not executed.any() or tf.deps.empty:
+        # Without dependencies every op is a chain of its own: no path to report.
         return {"critical_path_us": None, "longest_chain_ops": None}
     uids = ops["uid"].tolist()
     dag = dependency_dag(uids, ops["seq"].tolist(), executed, zip(tf.deps["src"], tf.deps["dst"]))

@@ -60,7 +60,11 @@ def _params(analysis, graph, trace):
     out = {}
     for p in analysis.params:
         if p.name == "op":
-            out["op"] = graph.run("MATCH (o:Op {trace: $t}) RETURN o.name ORDER BY o.seq LIMIT 1", {"t": trace}).rows[0][0]
+            # The first op (in execution order) that has a dependency, if any.
+            linked = graph.run("MATCH (o:Op {trace: $t})-[:DATA|CONTROL]-() RETURN o.name ORDER BY o.seq LIMIT 1",
+                               {"t": trace}).rows
+            anyop = graph.run("MATCH (o:Op {trace: $t}) RETURN o.name ORDER BY o.seq LIMIT 1", {"t": trace}).rows
+            out["op"] = (linked or anyop)[0][0]
         elif p.name == "base":
             out["base"] = trace
     return out

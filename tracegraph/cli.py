@@ -209,6 +209,11 @@ def cmd_demo(args) -> int:
             if analysis == "critical-path" and len(res.rows) > len(rows):
                 total = sum(r[3] for r in res.rows)
                 print(f"... {len(res.rows)} ops, {total:,.0f} us in all")
+        from tracegraph.queries.traces import list_traces
+
+        cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "memory_peak_bytes"]
+        print("\n== traces (span and critical path in us; steps for vgg19-chainer)")
+        print(render(cols, [[t.get(c) for c in cols] for t in list_traces(graph)], "table"))
         print("\nMore: tracegraph queries; tracegraph query NAME --trace alexnet")
     return 0
 

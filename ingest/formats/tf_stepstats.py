@@ -166,41 +166,45 @@ class _Builder:
 
 
 def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceFrames:
-    """Canonical frames for one step. ``path`` is only used in messages."""
-    starts = [n.all_start_micros for d in stats.dev_stats for n in d.node_stats if n.all_start_micros]
+    """Canonical frames for one step. ``path`` is only used in messages.
+
+    ``stats`` is a protobuf ``StepStats`` or the look-alike that
+    :mod:`tracegraph.ingest.stepstats_text` builds; only attributes are read.
+    """
+    devs = [(dev.device, list(dev.node_stats)) for dev in stats.dev_stats]
+    starts = [t for _, nodes in devs for t in [n.all_start_micros for n in nodes] if t]
     if not starts:
         raise InputError(path, "no node_stats with times (empty or not a StepStats)")
     b = _Builder(path=path, origin=float(min(starts)))
     op_level, stream_level, copy_level = [], [], []
-    for dev in stats.dev_stats:
-        name = dev.device
+    for name, nodes in devs:
         if name.endswith("/stream:all"):
             continue
         if _STREAM.match(name):
-            stream_level.append(dev)
+            stream_level.append((name, nodes))
         elif name.endswith("/memcpy"):
-            copy_level.append(dev)
+            copy_level.append((name, nodes))
         else:
-            op_level.append(dev)
-    for dev in op_level:
-        device_uid = b.device(dev.device)
-        for node in dev.node_stats:
-            _add_op(b, node, device_uid)
-    for dev in op_level:
-        for node in dev.node_stats:
-            _add_inputs(b, node)
+            op_level.append((name, nodes))
+    labels: list = []  # (node name, label match) of every op record, in order
+    for name, nodes in op_level:
+        device_uid = b.device(name)
+        for node in nodes:
+            labels.append(_add_op(b, node, device_uid))
+    for name, label in labels:
+        _add_inputs(b, name, label)
     seen_copies: set = set()
-    for dev in stream_level:
-        m = _STREAM.match(dev.device)
+    for name, nodes in stream_level:
+        m = _STREAM.match(name)
         device_uid = b.device(m["dev"])
         stream_uid = b.stream(device_uid, f"stream:{m['id']}", "compute")
-        for node in dev.node_stats:
+        for node in nodes:
             key = _add_kernel(b, node, stream_uid, device_uid)
             if key:
                 seen_copies.add(key)
-    for dev in copy_level:
-        device_uid = b.device(dev.device[: -len("/memcpy")])
-        for node in dev.node_stats:
+    for name, nodes in copy_level:
+        device_uid = b.device(name[: -len("/memcpy")])
+        for node in nodes:
             key = (node.node_name, node.all_start_micros, node.all_end_rel_micros)
             if key not in seen_copies:
                 _add_kernel(b, node, b.stream(device_uid, "memcpy", "memcpy"), device_uid)
@@ -223,92 +227,132 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
     return tf
 
 
-def _add_op(b: _Builder, node, device_uid: str) -> None:
+# DataType enum -> (name, bytes per element); both are pure functions.
+_DTYPES: dict = {}
+
+
+def _dtype(dtype: int) -> tuple:
+    info = _DTYPES.get(dtype)
+    if info is None:
+        info = _DTYPES[dtype] = (dtype_name(dtype), dtype_size(dtype))
+    return info
+
+
+def _add_op(b: _Builder, node, device_uid: str) -> tuple:
+    """One op record; returns (node name, label match) for _add_inputs."""
     name = node.node_name
     if not name:
         raise InputError(b.path, "node_stats without node_name", f"device {b.devices[device_uid]['name']}")
     uid, n = f"op:{name}", 2
-    while uid in b.op_uids:  # a node recorded twice (e.g. in a loop) keeps both
+    op_uids = b.op_uids
+    while uid in op_uids:  # a node recorded twice (e.g. in a loop) keeps both
         uid, n = f"op:{name}#{n}", n + 1
-    b.op_uids.add(uid)
-    label = _LABEL.match(node.timeline_label) if node.timeline_label else None
+    op_uids.add(uid)
+    text = node.timeline_label
+    label = _LABEL.match(text) if text else None
     op_type = label["type"] if label else None
-    start = node.all_start_micros - b.origin
+    origin = b.origin
+    start = node.all_start_micros - origin
     dur = float(node.all_end_rel_micros)
-    attrs = {
-        "op_start_rel_us": node.op_start_rel_micros,
-        "op_end_rel_us": node.op_end_rel_micros,
-        "scheduled_us": (node.scheduled_micros - b.origin) if node.scheduled_micros else None,
-        "thread_id": node.thread_id or None,
-        "timeline_label": node.timeline_label or None,
-        "temp_memory_bytes": node.memory_stats.temp_memory_size or None,
-        "persistent_memory_bytes": node.memory_stats.persistent_memory_size or None,
-        "allocator_bytes_in_use": {m.allocator_name: m.allocator_bytes_in_use for m in node.memory if m.allocator_bytes_in_use} or None,
-    }
+    memory = node.memory
+    mstats = node.memory_stats
+    # attrs: these keys in this order, each only when set (as json.dumps of
+    # the dict without its None values).
+    attrs = {"op_start_rel_us": node.op_start_rel_micros, "op_end_rel_us": node.op_end_rel_micros}
+    scheduled = node.scheduled_micros
+    if scheduled:
+        attrs["scheduled_us"] = scheduled - origin
+    thread = node.thread_id
+    if thread:
+        attrs["thread_id"] = thread
+    if text:
+        attrs["timeline_label"] = text
+    temp = mstats.temp_memory_size
+    if temp:
+        attrs["temp_memory_bytes"] = temp
+    persistent = mstats.persistent_memory_size
+    if persistent:
+        attrs["persistent_memory_bytes"] = persistent
+    if memory:
+        in_use = {m.allocator_name: m.allocator_bytes_in_use for m in memory if m.allocator_bytes_in_use}
+        if in_use:
+            attrs["allocator_bytes_in_use"] = in_use
     b.op_by_name.setdefault(name, uid)
-    b.ops.append({
+    ops = b.ops
+    ops.append({
         "uid": uid, "name": name, "type": op_type or "Unknown", "device": device_uid,
-        "seq": len(b.ops), "start_us": start, "end_us": start + dur, "dur_us": dur,
+        "seq": len(ops), "start_us": start, "end_us": start + dur, "dur_us": dur,
         "phase": phase_of(name, op_type), "executed": True,
-        "attrs": json.dumps({k: v for k, v in attrs.items() if v is not None}),
+        "attrs": json.dumps(attrs),
     })
-    outputs = _add_outputs(b, node, uid, name)
-    _add_allocations(b, node, uid, device_uid, outputs, start)
+    outputs = _add_outputs(b, node, uid, name) if node.output else []
+    if memory or outputs or persistent:
+        _add_allocations(b, node, uid, device_uid, outputs, start)
+    return name, label
 
 
 def _add_outputs(b: _Builder, node, op_uid: str, name: str) -> list[dict]:
     outputs = []
+    tensor = b.tensor
     for out in node.output:
         td = out.tensor_description
-        t = b.tensor(name, out.slot)
-        t["producer"], t["output_index"] = op_uid, out.slot
+        slot = out.slot
+        t = tensor(name, slot)
+        t["producer"], t["output_index"] = op_uid, slot
         dims = [d.size for d in td.shape.dim]
         ad = td.allocation_description
-        size = dtype_size(td.dtype)
+        dname, size = _dtype(td.dtype)
         count = 1
         for d in dims:
             count *= d
-        t.update({
-            "dtype": dtype_name(td.dtype),
-            "shape": "x".join(str(d) for d in dims) if dims else "scalar",
-            "bytes": ad.allocated_bytes or (count * size if size and all(d >= 0 for d in dims) else None),
-        })
-        if ad.allocator_name:
-            t["_alloc"] = (ad.allocator_name, ad.allocated_bytes, ad.requested_bytes, ad.ptr, ad.allocation_id)
+        allocated = ad.allocated_bytes
+        t["dtype"] = dname
+        t["shape"] = "x".join(map(str, dims)) if dims else "scalar"
+        t["bytes"] = allocated or (count * size if size and all(d >= 0 for d in dims) else None)
+        allocator_name = ad.allocator_name
+        if allocator_name:
+            t["_alloc"] = (allocator_name, allocated, ad.requested_bytes, ad.ptr, ad.allocation_id)
         outputs.append(t)
     return outputs
 
 
-def _add_inputs(b: _Builder, node) -> None:
-    """Data and control inputs from the timeline label."""
-    label = _LABEL.match(node.timeline_label) if node.timeline_label else None
-    if not label or not label["args"].strip():
+def _add_inputs(b: _Builder, node_name: str, label) -> None:
+    """Data and control inputs from the timeline label (already matched)."""
+    if not label:
         return
-    dst = b.op_by_name[node.node_name]
-    for index, arg in enumerate(a.strip() for a in label["args"].split(",")):
+    args = label["args"]
+    if not args.strip():
+        return
+    op_by_name = b.op_by_name
+    dst = op_by_name[node_name]
+    deps = b.deps
+    consumes = b.consumes
+    for index, arg in enumerate(a.strip() for a in args.split(",")):
         if not arg:
             continue
-        if arg.startswith("^"):
-            src = b.op_by_name.get(arg[1:])
+        if arg[0] == "^":
+            src = op_by_name.get(arg[1:])
             if src and src != dst:
-                b.deps.setdefault((src, dst), {"src": src, "dst": dst, "kind": "control"})
+                deps.setdefault((src, dst), {"src": src, "dst": dst, "kind": "control"})
             continue
         op_name, _, slot = arg.rpartition(":")
         if not op_name or not slot.isdigit():
             op_name, slot = arg, "0"
         t = b.tensor(op_name, int(slot))
-        b.consumes.append({"op": dst, "tensor": t["uid"], "input_index": index})
+        consumes.append({"op": dst, "tensor": t["uid"], "input_index": index})
         src = t["producer"]
         if src and src != dst:
             # A data edge wins over a control edge between the same pair.
-            b.deps[(src, dst)] = {"src": src, "dst": dst, "kind": "data"}
+            deps[(src, dst)] = {"src": src, "dst": dst, "kind": "data"}
 
 
 def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str) -> tuple | None:
     """One kernel or copy record; returns its dedup key when it is a copy."""
     name = node.node_name
-    start = node.all_start_micros - b.origin
-    dur = float(node.all_end_rel_micros)
+    all_start = node.all_start_micros
+    all_rel = node.all_end_rel_micros
+    start = all_start - b.origin
+    dur = float(all_rel)
     copy = _COPY.match(node.timeline_label or "") or (None if ":MEMCPY" not in name else _COPY.match(name.rsplit(":", 1)[1] + " 0 bytes"))
     op_uid = _kernel_owner(b, name)
     if op_uid is None:
@@ -327,14 +371,15 @@ def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str) -> tuple | 
         src = b.op_by_name.get(edge[1]) if edge else None
         if src:
             b.deps.setdefault((src, op_uid), {"src": src, "dst": op_uid, "kind": "data"})
-    b.kernels.append({
-        "uid": f"k:{len(b.kernels)}", "op": op_uid, "stream": stream_uid, "name": name,
+    kernels = b.kernels
+    kernels.append({
+        "uid": f"k:{len(kernels)}", "op": op_uid, "stream": stream_uid, "name": name,
         "start_us": start, "end_us": start + dur, "dur_us": dur,
         "kind": "memcpy" if copy else "compute",
         "bytes": int(copy["bytes"]) if copy and int(copy["bytes"]) else None,
         "direction": copy["dir"] if copy else None,
     })
-    return (name, node.all_start_micros, node.all_end_rel_micros) if copy else None
+    return (name, all_start, all_rel) if copy else None
 
 
 def _kernel_owner(b: _Builder, name: str) -> str | None:
@@ -357,22 +402,30 @@ def _mark_copy_streams(b: _Builder) -> None:
             b.streams[uid]["kind"] = "memcpy"
 
 
+def _alloc_time(record: tuple) -> int:
+    return record[0]
+
+
 def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: list[dict], op_start: float) -> None:
     paired: list[dict] = []
-    for mem in node.memory:
+    origin = b.origin
+    memory = node.memory
+    for mem in memory:
         allocator = b.allocator(mem.allocator_name, device_uid)
+        records = mem.allocation_records
+        if not records:
+            continue
         open_: list[dict] = []
-        records = sorted(mem.allocation_records, key=lambda r: r.alloc_micros)
-        for r in records:
-            t = r.alloc_micros - b.origin
-            if r.alloc_bytes > 0:
-                a = {"allocator": allocator, "bytes": r.alloc_bytes, "alloc_us": t, "free_us": None}
+        for micros, nbytes in sorted([(r.alloc_micros, r.alloc_bytes) for r in records], key=_alloc_time):
+            t = micros - origin
+            if nbytes > 0:
+                a = {"allocator": allocator, "bytes": nbytes, "alloc_us": t, "free_us": None}
                 open_.append(a)
                 paired.append(a)
-            elif r.alloc_bytes < 0:
-                match = next((a for a in open_ if a["bytes"] == -r.alloc_bytes), None)
+            elif nbytes < 0:
+                match = next((a for a in open_ if a["bytes"] == -nbytes), None)
                 if match is None:
-                    match = {"allocator": allocator, "bytes": -r.alloc_bytes, "alloc_us": 0.0, "free_us": None}
+                    match = {"allocator": allocator, "bytes": -nbytes, "alloc_us": 0.0, "free_us": None}
                     paired.append(match)
                 else:
                     open_.remove(match)
@@ -389,17 +442,18 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
         best = max(candidates, key=lambda a: float("inf") if a["free_us"] is None else a["free_us"])
         best.update({"tensor": t["uid"], "kind": "output", "requested_bytes": requested or None,
                      "address": str(ptr) if ptr else None})
+    allocations = b.allocations
     for a in paired:
         a.setdefault("kind", "temp")
         a.setdefault("tensor", None)
         a["op"] = op_uid
-        a["uid"] = f"a:{len(b.allocations)}"
-        b.allocations.append(a)
+        a["uid"] = f"a:{len(allocations)}"
+        allocations.append(a)
     persistent = node.memory_stats.persistent_memory_size
     if persistent:
-        allocator = b.allocator(node.memory[0].allocator_name, device_uid) if node.memory else b.allocator(
+        allocator = b.allocator(memory[0].allocator_name, device_uid) if memory else b.allocator(
             f"{b.devices[device_uid]['name']}/persistent", device_uid)
-        b.allocations.append({
-            "uid": f"a:{len(b.allocations)}", "allocator": allocator, "bytes": persistent,
+        allocations.append({
+            "uid": f"a:{len(allocations)}", "allocator": allocator, "bytes": persistent,
             "alloc_us": None, "free_us": None, "kind": "persistent", "op": op_uid, "tensor": None,
         })
