@@ -15,11 +15,17 @@
 // critical_path_ops and the weight_us of the path's nodes sums to
 // critical_path_us. Style the result with cypher/tracegraph.grass.
 //
+// Every op has at most one CRITICAL_PRED, so exactly one path joins the
+// two ends; shortestPath finds it by a breadth-first walk, in time linear
+// in its length (a plain variable-length MATCH would enumerate every
+// prefix of the path first).
+//
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 MATCH (tr:Trace {trace: $trace, uid: 'trace'})
 MATCH (last:Op {trace: $trace})
 WHERE last.cp_step = tr.critical_path_ops - 1
-MATCH p = (last)-[:CRITICAL_PRED*0..]->(first:Op {trace: $trace})
+MATCH (first:Op {trace: $trace})
 WHERE first.cp_step = 0
+WITH tr, shortestPath((last)-[:CRITICAL_PRED*0..]->(first)) AS p
 RETURN length(p) + 1 AS ops, tr.critical_path_us AS critical_path_us, p AS path

@@ -9,9 +9,10 @@
 //
 // Definition. From the `CONSUMES` relationships (an op reads a tensor at
 // an input position): a tensor's degree is the number of distinct ops
-// that read it (its fan-out); an op's degree is its number of data inputs,
-// one per input position (a tensor read at two positions counts twice;
-// control inputs are not counted). Tensors nobody reads and ops without
+// that read it (its fan-out, stored at ingest as Tensor.readers); an op's
+// degree is its number of data inputs, one per input position (a tensor
+// read at two positions counts twice; control inputs are not counted;
+// stored as Op.inputs). Tensors nobody reads and ops without
 // inputs are left out. Rows: the n tensors with the highest degree, then
 // the n ops with the highest degree; within each, highest degree first,
 // then name.
@@ -19,16 +20,18 @@
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param n => 10
-MATCH (t:Tensor {trace: $trace})<-[:CONSUMES]-(reader:Op)
-WITH t, count(DISTINCT reader) AS degree
-ORDER BY degree DESC, t.name
+MATCH (t:Tensor {trace: $trace})
+WHERE t.readers > 0
+WITH t
+ORDER BY t.readers DESC, t.name
 LIMIT $n
-WITH collect({kind: 'tensor', name: t.name, degree: degree}) AS tensors
-MATCH (o:Op {trace: $trace})-[c:CONSUMES]->(:Tensor)
-WITH tensors, o, count(c) AS degree
-ORDER BY degree DESC, o.name
+WITH collect({kind: 'tensor', name: t.name, degree: t.readers}) AS tensors
+OPTIONAL MATCH (o:Op {trace: $trace})
+WHERE o.inputs > 0
+WITH tensors, o
+ORDER BY o.inputs DESC, o.name
 LIMIT $n
-WITH tensors, collect({kind: 'op', name: o.name, degree: degree}) AS ops
+WITH tensors, [x IN collect({kind: 'op', name: o.name, degree: o.inputs}) WHERE x.name IS NOT NULL] AS ops
 UNWIND tensors + ops AS row
 RETURN row.kind AS kind, row.name AS name, row.degree AS degree
 ORDER BY CASE row.kind WHEN 'tensor' THEN 0 ELSE 1 END, degree DESC, name

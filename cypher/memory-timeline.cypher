@@ -11,8 +11,9 @@
 // allocations (+bytes at alloc_us) and frees (-bytes at free_us), one point
 // per distinct event time holding the live bytes after all events at that
 // time (frees count before allocations at equal times); computed at ingest
-// and stored on the Allocator as the parallel lists `timeline_us` /
-// `timeline_bytes`. Persistent memory (no alloc/free time) is outside it.
+// and stored on the allocator's MemoryTimeline node as the parallel lists
+// `t_us` / `live_bytes`. Persistent memory (no alloc/free time) is outside
+// it.
 // Downsampling: with N points and max_points < N, the points are cut into
 // consecutive buckets of ceil(N / max_points) points and each bucket keeps
 // its highest point (the first of equal ones), so no more than max_points
@@ -25,16 +26,15 @@
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param max_points => 1000
-MATCH (m:Allocator {trace: $trace})
-WHERE m.timeline_us IS NOT NULL
-WITH m, size(m.timeline_us) AS n
-WITH m, n, CASE WHEN $max_points IS NULL OR $max_points >= n THEN n
-                WHEN $max_points < 1 THEN 1 ELSE $max_points END AS points
-WITH m, n, toInteger((n + points - 1) / points) AS width
+MATCH (tl:MemoryTimeline {trace: $trace})
+WITH tl, tl.points AS n
+WITH tl, n, CASE WHEN $max_points IS NULL OR $max_points >= n THEN n
+                 WHEN $max_points < 1 THEN 1 ELSE $max_points END AS points
+WITH tl, n, toInteger((n + points - 1) / points) AS width
 UNWIND range(0, toInteger((n - 1) / width)) AS bucket
-WITH m, n, bucket * width AS lo,
+WITH tl, n, bucket * width AS lo,
      CASE WHEN (bucket + 1) * width < n THEN (bucket + 1) * width - 1 ELSE n - 1 END AS hi
-WITH m, reduce(best = lo, i IN range(lo, hi) |
-               CASE WHEN m.timeline_bytes[i] > m.timeline_bytes[best] THEN i ELSE best END) AS i
-RETURN m.name AS allocator, m.timeline_us[i] AS t_us, m.timeline_bytes[i] AS live_bytes
+WITH tl, reduce(best = lo, i IN range(lo, hi) |
+                CASE WHEN tl.live_bytes[i] > tl.live_bytes[best] THEN i ELSE best END) AS i
+RETURN tl.allocator_name AS allocator, tl.t_us[i] AS t_us, tl.live_bytes[i] AS live_bytes
 ORDER BY allocator, t_us

@@ -3,6 +3,7 @@
 // @graph
 // @requires memory
 // @param trace STRING: trace id
+// @param n INTEGER = 100: at most this many tensors per allocator, the largest (null, possible in Neo4j Browser, keeps all)
 // @column allocator: allocator name
 // @column bytes: bytes of the live allocation
 // @column path: (op)-[:PRODUCES]->(tensor)-[:BACKED_BY]->(allocation)
@@ -15,11 +16,14 @@
 // allocation. Allocations that back no tensor (temp memory) are left out,
 // so the bytes of an allocator's rows can sum to less than its peak. The
 // Allocator node is returned too, so Neo4j Browser draws the IN_ALLOCATOR
-// relationships and each allocator's peak becomes one cluster. Ties:
-// larger bytes first, then the tensor's name.
+// relationships and each allocator's peak becomes one cluster. Per
+// allocator the n largest are kept (a drawing of thousands of paths
+// helps nobody; the table form is peak-memory). Order and ties: allocator
+// name, then larger bytes first, then the tensor's name.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
+//   :param n => 100
 MATCH (m:Allocator {trace: $trace})
 WHERE m.peak_bytes IS NOT NULL
 MATCH (a:Allocation)-[:IN_ALLOCATOR]->(m)
@@ -27,4 +31,8 @@ WHERE a.alloc_us <= m.peak_us AND (a.free_us IS NULL OR a.free_us > m.peak_us)
 MATCH p = (op:Op)-[:PRODUCES]->(t:Tensor)-[:BACKED_BY]->(a)
 WITH m, a, t, p
 ORDER BY m.name, a.bytes DESC, t.name
-RETURN m.name AS allocator, a.bytes AS bytes, p AS path, m AS allocator_node
+WITH m, collect(p) AS paths, collect(a.bytes) AS sizes
+WITH m, paths, sizes, CASE WHEN $n IS NULL OR $n > size(paths) THEN size(paths) ELSE $n END AS keep
+UNWIND range(0, keep - 1) AS i
+RETURN m.name AS allocator, sizes[i] AS bytes, paths[i] AS path, m AS allocator_node
+ORDER BY allocator, i

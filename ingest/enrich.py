@@ -55,6 +55,7 @@ def enrich(tf: TraceFrames) -> Summary:
     _stream_order(tf)
     _stream_busy(tf)
     _copy_exposure(tf)
+    _degrees(tf)
     summary.props.update(_facts(tf))
     return summary
 
@@ -329,6 +330,17 @@ def covered(seg_starts, seg_ends, starts, ends) -> np.ndarray:
         return np.where(i < 0, 0.0, before[np.maximum(i, 0)] + inside)
 
     return np.maximum(upto(ends) - upto(starts), 0.0)
+
+
+def _degrees(tf: TraceFrames) -> None:
+    """``readers`` per tensor (distinct ops reading it) and ``inputs`` per
+    op (data inputs, one per input position): fan-out and fan-in, counted
+    here once so that fan-out does not aggregate every CONSUMES edge."""
+    c = tf.consumes
+    readers = c.drop_duplicates(["tensor", "op"]).groupby("tensor").size()
+    inputs = c.groupby("op").size()
+    tf.tensors["readers"] = tf.tensors["uid"].map(readers).fillna(0).astype("int64")
+    tf.ops["inputs"] = tf.ops["uid"].map(inputs).fillna(0).astype("int64")
 
 
 def _stream_busy(tf: TraceFrames) -> None:

@@ -6,7 +6,9 @@ from a state flag instead:
 
 1. a ``Trace`` node is created first with ``status: 'loading'`` and a
    heartbeat; every query and listing only sees ``status: 'ready'`` traces;
-2. nodes, then relationships, are written in ``UNWIND $rows`` batches;
+2. nodes, then relationships, are written in ``UNWIND $rows`` batches
+   (Neo4j: relationships by MATCH on the (trace, uid) key; FalkorDB: by
+   internal node id, see the FalkorDB section below);
 3. the flag flips to ``ready`` in the very last statement.
 
 If anything fails on the way, everything carrying the trace's id is deleted
@@ -34,7 +36,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from tracegraph.db.base import LABELS, Graph
+from tracegraph.db.base import LABELS, SCHEMA_VERSION, Graph
 from tracegraph.errors import DatabaseError, UserError
 from tracegraph.ingest.enrich import Summary
 from tracegraph.ingest.frames import TraceFrames
@@ -56,13 +58,16 @@ STALE_AFTER_S = 600
 NODE_TABLES = [
     ("Device", "devices", ["name", "kind"]),
     ("Stream", "streams", ["name", "kind", "device_name", "busy_us"]),
-    ("Allocator", "allocators", ["name", "device_name", "peak_bytes", "peak_us", "timeline_us", "timeline_bytes"]),
+    ("Allocator", "allocators", ["name", "device_name", "peak_bytes", "peak_us"]),
+    # The timeline's lists can hold millions of values: a node of their own
+    # keeps the Allocator light to return and draw.
+    ("MemoryTimeline", "timelines", ["allocator_name", "points", "t_us", "live_bytes"]),
     ("Op", "ops", ["name", "type", "device_name", "seq", "start_us", "end_us", "dur_us", "weight_us", "phase",
                    "executed", "attrs", "scope", "es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_step",
-                   "chain_len", "lc_step"]),
+                   "chain_len", "lc_step", "inputs"]),
     ("Kernel", "kernels", ["name", "op_name", "stream_name", "device_name", "start_us", "end_us", "dur_us", "kind",
                            "bytes", "direction", "gap_after_us", "exposed_us"]),
-    ("Tensor", "tensors", ["name", "dtype", "shape", "bytes", "output_index", "param", "producer_name"]),
+    ("Tensor", "tensors", ["name", "dtype", "shape", "bytes", "output_index", "param", "producer_name", "readers"]),
     ("Allocation", "allocations", ["allocator_name", "bytes", "requested_bytes", "alloc_us", "free_us", "address",
                                    "kind", "op_name", "tensor_name"]),
 ]
@@ -84,6 +89,7 @@ REL_TABLES = [
     ("BACKED_BY", "Tensor", "Allocation", "allocations", "tensor", "uid", []),
     ("ALLOCATED", "Op", "Allocation", "allocations", "op", "uid", []),
     ("IN_ALLOCATOR", "Allocation", "Allocator", "allocations", "uid", "allocator", []),
+    ("HAS_TIMELINE", "Allocator", "MemoryTimeline", "timelines", "allocator", "uid", []),
 ]
 MEMBERSHIP = [("HAS_OP", "Op"), ("HAS_DEVICE", "Device"), ("HAS_ALLOCATOR", "Allocator")]
 
@@ -217,48 +223,59 @@ def _load_by_id(graph: Graph, target: str, trace_id: int, tables: dict, progress
     counts = _expected_counts(tables)
     ids: dict = {}
     done = 0
+    params = {"trace": target, "tid": trace_id}
+    passes = _passes()
     with _InFlight(graph, FALKOR_IN_FLIGHT) as flight:
-        for p in _passes():
-            df = tables[p.attr]
-            if p.label is None:
-                df = df[df[p.anchor].notna()]
-            # Rows are grouped by which of the optional other ends they have
-            # (bit k: relationship k); each group gets its own statement.
-            code = np.zeros(len(df), dtype=np.int64)
-            for k, (_, _, col, _) in enumerate(p.rels):
-                code |= df[col].notna().to_numpy().astype(np.int64) << k
-            for shape in sorted(set(code.tolist())):
-                sel = df[code == shape]
-                rels = [r for k, r in enumerate(p.rels) if shape >> k & 1]
-                if p.label is None and not rels:
-                    continue
-                query = _pass_query(p, rels)
-                values = []
-                if p.label is not None:
-                    values.append(range(len(sel)))  # row number: ids come back as "row:id"
-                else:
-                    values.append(_ids(sel[p.anchor], ids))
-                values += [_ids(sel[col], ids) for _, _, col, _ in rels]
-                values += [_values(sel[c], c) for _, _, _, props in rels for c in props]
-                if p.label is not None:
-                    values += [_values(sel[c], c) for c in ["uid", *p.cols]]
-                rows = list(zip(*values))
-                uids = sel["uid"].tolist() if p.label is not None else None
-                params = {"trace": target, "tid": trace_id}
-                # Progress counts what _load_by_key counts: nodes and the
-                # relationships of REL_TABLES (not membership).
-                weight = len(rels) + (p.label is not None)
-                for i in range(0, len(rows), FALKOR_BATCH_ROWS):
-                    batch = rows[i:i + FALKOR_BATCH_ROWS]
-                    flight.submit(query, params, batch, None if uids is None else uids[i:i + FALKOR_BATCH_ROWS],
-                                  len(rels) + (p.member is not None and p.label is not None), weight)
-                    for n in flight.drain(block=False, into=ids):
-                        done += n
-                        _beat(graph, target, progress, done, total)
+        ready = _prepare(passes[0], tables)
+        for k, p in enumerate(passes):
+            groups = ready
+            # Every batch of the earlier passes must be done: their ids are
+            # needed now. The next pass's properties were converted while
+            # they ran (below), so the server seldom waits for the client.
             for n in flight.drain(block=True, into=ids):
                 done += n
                 _beat(graph, target, progress, done, total)
+            for sel, rels, values in groups:
+                query = _pass_query(p, rels)
+                head = [range(len(sel))] if p.label is not None else [_ids(sel[p.anchor], ids)]
+                head += [_ids(sel[col], ids) for _, _, col, _ in rels]
+                rows = list(zip(*head, *values))
+                uids = sel["uid"].tolist() if p.label is not None else None
+                # Progress counts what _load_by_key counts: nodes and the
+                # relationships of REL_TABLES (not membership).
+                weight = len(rels) + (p.label is not None)
+                made = len(rels) + (p.member is not None and p.label is not None)
+                for i in range(0, len(rows), FALKOR_BATCH_ROWS):
+                    flight.submit(query, params, rows[i:i + FALKOR_BATCH_ROWS],
+                                  None if uids is None else uids[i:i + FALKOR_BATCH_ROWS], made, weight)
+            ready = _prepare(passes[k + 1], tables) if k + 1 < len(passes) else None
+        for n in flight.drain(block=True, into=ids):
+            done += n
+            _beat(graph, target, progress, done, total)
     return counts
+
+
+def _prepare(p: _Pass, tables: dict) -> list:
+    """A pass's rows, grouped by which of the optional other ends they have
+    (each group gets its own statement): ``(rows, relationships, property
+    columns)``; the id columns are added once those ids exist."""
+    df = tables[p.attr]
+    if p.label is None:
+        df = df[df[p.anchor].notna()]
+    code = np.zeros(len(df), dtype=np.int64)  # bit k: relationship k has its other end
+    for k, (_, _, col, _) in enumerate(p.rels):
+        code |= df[col].notna().to_numpy().astype(np.int64) << k
+    groups = []
+    for shape in sorted(set(code.tolist())):
+        sel = df[code == shape]
+        rels = [r for k, r in enumerate(p.rels) if shape >> k & 1]
+        if p.label is None and not rels:
+            continue
+        values = [_values(sel[c], c) for _, _, _, props in rels for c in props]
+        if p.label is not None:
+            values += [_values(sel[c], c) for c in ["uid", *p.cols]]
+        groups.append((sel, rels, values))
+    return groups
 
 
 def _pass_query(p: _Pass, rels: list) -> str:
@@ -348,8 +365,8 @@ class _InFlight:
     def drain(self, *, block: bool, into: dict):
         """Check every finished batch, oldest first, recording created ids in
         ``into`` and yielding the batch's progress weight (all batches when
-        ``block``, else until ``depth`` remain in flight)."""
-        while self.pending and (block or len(self.pending) > self.depth or self.pending[0][0].done()):
+        ``block``, else only those already done)."""
+        while self.pending and (block or self.pending[0][0].done()):
             future, rows, uids, rels, weight = self.pending.pop(0)
             res = future.result()
             if uids is not None:
@@ -534,10 +551,24 @@ def _tables(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         "allocations": tf.allocations.assign(allocator_name=names(tf.allocations["allocator"]),
                                              op_name=names(tf.allocations["op"]),
                                              tensor_name=names(tf.allocations["tensor"])),
+        "timelines": _timelines(tf.allocators),
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
     }
+
+
+def _timelines(allocators: pd.DataFrame) -> pd.DataFrame:
+    """One MemoryTimeline row per allocator that has a timeline."""
+    al = allocators[allocators["timeline_us"].notna()] if "timeline_us" in allocators else allocators.iloc[:0]
+    return pd.DataFrame({
+        "uid": ("timeline:" + al["uid"].astype(str)).tolist(),
+        "allocator": al["uid"].tolist(),
+        "allocator_name": al["name"].tolist(),
+        "points": [len(t) for t in al.get("timeline_us", [])],
+        "t_us": al.get("timeline_us", pd.Series(dtype=object)).tolist(),
+        "live_bytes": al.get("timeline_bytes", pd.Series(dtype=object)).tolist(),
+    }, columns=["uid", "allocator", "allocator_name", "points", "t_us", "live_bytes"])
 
 
 def _node_batches(tables):
@@ -585,6 +616,7 @@ def _plain(key: str, v):
 
 def _trace_props(tf: TraceFrames, summary: Summary, counts: dict) -> dict:
     props = {k: v for k, v in summary.props.items() if not _missing(v)}
+    props["schema_version"] = SCHEMA_VERSION
     props["ingested_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     props["node_count"] = sum(counts["nodes"].values()) + 1
     props["relationship_count"] = sum(counts["relationships"].values())

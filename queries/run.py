@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tracegraph.db.base import Graph
+from tracegraph.db.base import SCHEMA_VERSION, Graph
 from tracegraph.errors import NotFound, UserError
 from tracegraph.queries.catalog import Analysis, get
 
@@ -38,6 +38,13 @@ def trace_facts(graph: Graph, trace: str) -> dict:
     return res.rows[0][0]["properties"]
 
 
+def _check_layout(trace: str, facts: dict) -> None:
+    version = facts.get("schema_version", 1)
+    if version != SCHEMA_VERSION:
+        raise UserError(f"trace {trace!r} was stored by another tracegraph version (graph schema {version}, "
+                        f"this one reads {SCHEMA_VERSION}): ingest it again with --replace")
+
+
 def bind(analysis: Analysis, trace: str, raw: dict) -> dict:
     """Typed parameters: defaults filled, unknown names and bad values refused."""
     params = {}
@@ -60,12 +67,15 @@ def run_analysis(graph: Graph, name: str, trace: str, raw_params: dict | None = 
     analysis = get(name)
     params = bind(analysis, trace, raw_params or {})
     facts = trace_facts(graph, trace)
+    _check_layout(trace, facts)
     columns = [c.name for c in analysis.columns]
     # Other traces an analysis reads (trace-diff's `base`): STRING params
     # documented as "trace id ..." must name a ready trace too.
     others = {p.name: trace_facts(graph, params[p.name]) for p in analysis.params
               if p.name != "trace" and p.type == "STRING" and p.doc.startswith("trace id")
               and params.get(p.name) is not None}
+    for pname, other in others.items():
+        _check_layout(params[pname], other)
     for need in analysis.requires:
         flag, reason = REQUIREMENTS[need]
         if not facts.get(flag):

@@ -542,3 +542,15 @@ def test_runs_on_seed(graph, alexnet, name):
         assert res.rows == []  # a trace against itself
     else:
         assert res.rows, f"{name}: {res.note}"
+
+
+def test_trace_stored_with_another_layout_is_refused(graph, gpu):
+    # A trace written by an older tracegraph lacks properties and nodes the
+    # analyses read: refuse it by name instead of answering from nothing.
+    assert rows(graph, "fan-out", gpu, n=1)
+    graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) SET t.schema_version = 1", {"t": gpu}, write=True)
+    with pytest.raises(UserError, match=r"graph schema 1, this one reads 2\): ingest it again with --replace"):
+        run_analysis(graph, "fan-out", gpu, {})
+    graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) REMOVE t.schema_version", {"t": gpu}, write=True)
+    with pytest.raises(UserError, match="graph schema 1"):
+        run_analysis(graph, "top-ops", gpu, {})

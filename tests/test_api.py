@@ -271,6 +271,12 @@ def test_peak_tensors_graph(client, alexnet):
         assert path["nodes"][2]["properties"]["bytes"] == nbytes
         got.append((allocator, nbytes, path["nodes"][1]["properties"]["name"]))
     assert live and sorted(got) == live
+    # n keeps each allocator's largest, larger bytes first, ties by tensor name.
+    assert len(live) > 3
+    top = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph", params={"n": 3}).json()["rows"]
+    ranked = sorted(live, key=lambda r: (r[0], -r[1], r[2]))
+    expected = [r for r in ranked if sum(1 for q in ranked[:ranked.index(r)] if q[0] == r[0]) < 3]
+    assert [(a, b, p["nodes"][1]["properties"]["name"]) for a, b, p, _ in top] == expected
 
 
 # ---------------------------------------------------------------- ad-hoc Cypher

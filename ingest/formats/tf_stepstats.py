@@ -37,6 +37,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tracegraph.errors import InputError
+from tracegraph.ingest import stepstats_text
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
     DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
@@ -60,28 +61,42 @@ def sniff(head: bytes) -> bool:
     return head[:1] == b"\x0a" and (b"/device:" in head or b"/job:" in head)
 
 
-def parse(path: Path) -> TraceFrames:
-    """Read one StepStats file (text or binary, bare or inside RunMetadata)."""
-    stats = read_step_stats(Path(path))
+def parse(path: Path, *, fast: bool = True) -> TraceFrames:
+    """Read one StepStats file (text or binary, bare or inside RunMetadata).
+
+    ``fast=False`` reads text with ``text_format.Parse`` only (the reference
+    the fast reader is tested against)."""
+    stats = read_step_stats(Path(path), fast=fast)
     return frames_from_step_stats(stats, str(path))
 
 
-def read_step_stats(path: Path) -> step_stats_pb2.StepStats:
-    """The StepStats message in ``path``, whichever of the four forms it is."""
+def read_step_stats(path: Path, *, fast: bool = True) -> step_stats_pb2.StepStats:
+    """The StepStats message in ``path``, whichever of the four forms it is.
+
+    Text goes through the fast reader of :mod:`tracegraph.ingest.stepstats_text`
+    when ``fast`` (its look-alike objects read the same as the message),
+    through ``text_format.Parse`` otherwise or when the fast reader declines.
+    """
     data = path.read_bytes()
     if not data.strip():
         raise InputError(path, "empty file")
     if _TEXT_HEAD.match(data[:65536]):
-        return _read_text(path, data)
+        return _read_text(path, data, fast=fast)
     return _read_binary(path, data)
 
 
-def _read_text(path: Path, data: bytes) -> step_stats_pb2.StepStats:
+def _read_text(path: Path, data: bytes, *, fast: bool = True) -> step_stats_pb2.StepStats:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, "not UTF-8 text", f"byte {e.start}") from None
+    del data
     wrapped = re.match(r"^\s*(#[^\n]*\n\s*)*step_stats\s*\{", text) is not None
+    if fast:
+        try:
+            return stepstats_text.parse(text, wrapped)
+        except stepstats_text.Unsupported:
+            pass  # something only text_format reads (or an error it reports)
     message = config_pb2.RunMetadata() if wrapped else step_stats_pb2.StepStats()
     try:
         text_format.Parse(text, message, allow_unknown_field=True)

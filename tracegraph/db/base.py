@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 # Labels whose nodes carry (trace, uid); schema setup indexes each of them.
-LABELS = ("Trace", "Op", "Kernel", "Tensor", "Allocation", "Device", "Stream", "Allocator")
+# The layout of a stored trace (labels, properties, relationships), stored
+# on its Trace node: analyses refuse a trace written with another layout
+# instead of answering from properties it does not have.
+SCHEMA_VERSION = 2
+
+LABELS = ("Trace", "Op", "Kernel", "Tensor", "Allocation", "Device", "Stream", "Allocator", "MemoryTimeline")
 
 
 @dataclass

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tracegraph.errors import DatabaseError
 
@@ -132,7 +134,11 @@ class EmbeddedServer:
         takes seconds and touches no data, so we wait for the socket to go,
         not for the process."""
         try:
-            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=0.5).shutdown(nosave=True)
+            # No retries: the dropped connection is the expected answer to
+            # SHUTDOWN, and redis-py's default policy would retry it for
+            # seconds before giving up.
+            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=0.5,
+                        retry=Retry(NoBackoff(), 0)).shutdown(nosave=True)
         except (redis.ConnectionError, redis.TimeoutError):
             pass  # the connection drops (or hangs) as the server exits
         except redis.RedisError:
