@@ -1,19 +1,27 @@
 // @name critical-path-graph
-// @summary The critical path as one graph path, from its last op back to its first.
+// @summary The critical path (or a window of it) as one graph path, from its last op back to its first.
 // @graph
 // @requires deps
 // @param trace STRING: trace id
-// @column ops: number of ops on the path
-// @column critical_path_us: the path's summed weight (us; steps for traces timed in steps)
+// @param first_step INTEGER = 0: the window's first op, as its position on the critical path (0: the path's first op)
+// @param max_ops INTEGER = 1000: at most this many ops from first_step on (null, possible in Neo4j Browser: to the end)
+// @column ops: number of ops in the returned path
+// @column window_us: the summed weight of those ops (us; steps for traces timed in steps)
+// @column critical_path_us: the whole critical path's summed weight (same unit)
 // @column path: the path: Op nodes linked by CRITICAL_PRED, last op first
 //
 // Definition. The same path as critical-path, as a graph value for Neo4j
-// Browser (or any client that draws paths): it starts at the op with
-// cp_step = critical_path_ops - 1 (the end of the critical path) and
-// follows CRITICAL_PRED, each op's heaviest predecessor, back to the op
-// with cp_step 0. One row; `ops` equals the Trace node's
-// critical_path_ops and the weight_us of the path's nodes sums to
-// critical_path_us. Style the result with cypher/tracegraph.grass.
+// Browser (or any client that draws paths). The path's ops carry cp_step
+// 0 .. critical_path_ops - 1 (the Trace node's count); the window is the
+// ops with first_step <= cp_step <= first_step + max_ops - 1, cut at the
+// path's end (first_step below 0 counts as 0, max_ops below 1 as 1). The
+// returned path starts at the window's last op and follows CRITICAL_PRED,
+// each op's heaviest predecessor, back to its first. One row; no row when
+// first_step is past the path's end. With the defaults and a path of at
+// most 1,000 ops, `ops` equals critical_path_ops and window_us equals
+// critical_path_us. The default window keeps a drawing readable (Neo4j
+// Browser shows a few hundred nodes) and the answer fast on paths of tens
+// of thousands of ops. Style the result with cypher/tracegraph.grass.
 //
 // Every op has at most one CRITICAL_PRED, so exactly one path joins the
 // two ends; shortestPath finds it by a breadth-first walk, in time linear
@@ -22,10 +30,16 @@
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
+//   :param first_step => 0
+//   :param max_ops => 1000
 MATCH (tr:Trace {trace: $trace, uid: 'trace'})
+WITH tr, CASE WHEN $first_step IS NULL OR $first_step < 0 THEN 0 ELSE $first_step END AS lo
+WITH tr, lo, CASE WHEN $max_ops IS NULL OR lo + $max_ops > tr.critical_path_ops THEN tr.critical_path_ops - 1
+                  WHEN $max_ops < 1 THEN lo ELSE lo + $max_ops - 1 END AS hi
 MATCH (last:Op {trace: $trace})
-WHERE last.cp_step = tr.critical_path_ops - 1
+WHERE last.cp_step = hi
 MATCH (first:Op {trace: $trace})
-WHERE first.cp_step = 0
+WHERE first.cp_step = lo
 WITH tr, shortestPath((last)-[:CRITICAL_PRED*0..]->(first)) AS p
-RETURN length(p) + 1 AS ops, tr.critical_path_us AS critical_path_us, p AS path
+RETURN length(p) + 1 AS ops, reduce(s = 0.0, n IN nodes(p) | s + n.weight_us) AS window_us,
+       tr.critical_path_us AS critical_path_us, p AS path

@@ -221,11 +221,11 @@ def test_graph_analysis_headers():
 def test_critical_path_graph(client, alexnet):
     facts = client.get(f"/traces/{alexnet}").json()
     body = client.get(f"/traces/{alexnet}/queries/critical-path-graph").json()
-    assert body["columns"] == ["ops", "critical_path_us", "path"]
-    (ops, length, path), = body["rows"]
+    assert body["columns"] == ["ops", "window_us", "critical_path_us", "path"]
+    (ops, window, length, path), = body["rows"]
     assert path["kind"] == "path"
     assert ops == len(path["nodes"]) == facts["critical_path_ops"]
-    assert length == facts["critical_path_us"]
+    assert window == length == facts["critical_path_us"]
     assert all(n["labels"] == ["Op"] for n in path["nodes"])
     assert all(r["type"] == "CRITICAL_PRED" for r in path["relationships"])
     steps = [n["properties"]["cp_step"] for n in path["nodes"]]
@@ -233,7 +233,21 @@ def test_critical_path_graph(client, alexnet):
     assert sum(n["properties"]["weight_us"] for n in path["nodes"]) == pytest.approx(length)
     # The same ops, in reverse order, as the tabular critical-path.
     table = client.get(f"/traces/{alexnet}/queries/critical-path").json()
-    assert [n["properties"]["name"] for n in reversed(path["nodes"])] == [r[1] for r in table["rows"]]
+    names = [r[1] for r in table["rows"]]
+    assert [n["properties"]["name"] for n in reversed(path["nodes"])] == names
+    # A window: steps 10..14 of the path, i.e. rows 10..14 of the table.
+    (ops, window, _, path), = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
+                                         params={"first_step": 10, "max_ops": 5}).json()["rows"]
+    assert ops == 5 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[10:15]
+    weights = [r[table["columns"].index("dur_us")] for r in table["rows"]]
+    assert window == pytest.approx(sum(weights[10:15]))
+    # Cut at the path's end; nothing past it.
+    (ops, *_), = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
+                            params={"first_step": facts["critical_path_ops"] - 2}).json()["rows"]
+    assert ops == 2
+    past = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
+                      params={"first_step": facts["critical_path_ops"]}).json()
+    assert past["rows"] == []
 
 
 def test_op_neighborhood_graph(client, session_graph, alexnet):

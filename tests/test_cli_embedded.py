@@ -10,6 +10,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -58,6 +60,29 @@ def test_ingest_query_and_no_stray_server(tmp_path):
     traces = json.loads(run_cli("traces", "--format", "json", home=home, check=True).stdout)
     assert [t["trace"] for t in traces] == ["alexnet"]
     assert _gone(home)
+
+
+def test_library_user_that_never_closes_leaves_no_server(tmp_path):
+    home = tmp_path / "home"
+    script = ("from tracegraph.db.connect import open_graph\n"
+              "g = open_graph(None)\n"
+              "print(g.run('RETURN 1 + 1').rows[0][0])\n"
+              f"print(open({str(home / 'falkordb' / 'server.pid')!r}).read().strip())\n")  # and no g.close()
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home))
+    env.pop("TRACEGRAPH_DB", None)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    answer, pid = proc.stdout.split()
+    assert answer == "2" and int(pid) > 0  # it did start a server
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the server (pid {pid}) outlived the program that started it")
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00\xff\x13garbage\x00" * 50, b"dev_stats {\n  device: \"/device:GPU:0\"\n  node_stats {"])

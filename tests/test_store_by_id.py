@@ -27,18 +27,18 @@ def dump(graph, trace: str):
 
 
 def test_by_id_loader_stores_the_same_graph(graph, tmp_path, monkeypatch):
-    from tracegraph.ingest import store
+    from tracegraph.ingest import load_falkor, store
     from tracegraph.ingest.enrich import enrich
     from tracegraph.ingest.pipeline import parse_files
 
-    assert store._loads_by_id(graph)
+    assert load_falkor.loads_by_id(graph)
     files = generate.write(generate.generate(300, seed=4), tmp_path)
     for path in (SEED, files["binary"]):
         tf = parse_files([path])
         summary = enrich(tf)
         by_id = store.write_trace(graph, tf, summary, f"byid-{path.stem}")
         with monkeypatch.context() as m:
-            m.setattr(store, "_loads_by_id", lambda g: False)
+            m.setattr(load_falkor, "loads_by_id", lambda g: False)
             by_key = store.write_trace(graph, tf, summary, f"bykey-{path.stem}")
         assert by_id == by_key and list(by_id["relationships"]) == list(by_key["relationships"])
         assert dump(graph, f"byid-{path.stem}") == dump(graph, f"bykey-{path.stem}")
@@ -46,14 +46,14 @@ def test_by_id_loader_stores_the_same_graph(graph, tmp_path, monkeypatch):
 
 def test_small_batches_and_one_in_flight(graph, monkeypatch):
     """Batch boundaries and the pipelining change nothing either."""
-    from tracegraph.ingest import store
+    from tracegraph.ingest import load_falkor, store
     from tracegraph.ingest.enrich import enrich
     from tracegraph.ingest.pipeline import parse_files
 
     tf = parse_files([SEED])
     summary = enrich(tf)
     store.write_trace(graph, tf, summary, "batches-default")
-    monkeypatch.setattr(store, "FALKOR_BATCH_ROWS", 7)
-    monkeypatch.setattr(store, "FALKOR_IN_FLIGHT", 1)
+    monkeypatch.setattr(load_falkor, "FALKOR_BATCH_ROWS", 7)
+    monkeypatch.setattr(load_falkor, "FALKOR_IN_FLIGHT", 1)
     store.write_trace(graph, tf, summary, "batches-small")
     assert dump(graph, "batches-default") == dump(graph, "batches-small")

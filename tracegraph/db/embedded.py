@@ -21,6 +21,7 @@ flocks), leaving its server to the next process that leaves.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import os
@@ -66,12 +67,16 @@ class EmbeddedServer:
             fd = os.open(self.data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(fd, fcntl.LOCK_SH)
             self._users_fd = fd
+        # A program that never closes its graph still leaves no server
+        # behind when it exits normally.
+        atexit.register(self.release)
         return str(self.socket)
 
     def release(self) -> None:
         """Unregister; stop the server when this was its last user."""
         if self._users_fd is None:
             return
+        atexit.unregister(self.release)
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
             os.close(self._users_fd)  # drops our shared lock
             self._users_fd = None
