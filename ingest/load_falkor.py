@@ -43,7 +43,7 @@ FALKOR_BATCH_ROWS = int(os.environ.get("TRACEGRAPH_BATCH_ROWS", "10000"))
 FALKOR_IN_FLIGHT = int(os.environ.get("TRACEGRAPH_LOAD_IN_FLIGHT", "2"))
 # Embedded FalkorDB: rewrite the append-only file once a load has grown it
 # by this much (see compact_log).
-AOF_COMPACT_BYTES = int(os.environ.get("TRACEGRAPH_AOF_COMPACT_BYTES", str(32 << 20)))
+AOF_COMPACT_BYTES = int(os.environ.get("TRACEGRAPH_AOF_COMPACT_BYTES", str(8 << 20)))
 
 
 def loads_by_id(graph: Graph) -> bool:

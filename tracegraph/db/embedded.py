@@ -110,6 +110,9 @@ class EmbeddedServer:
             server, "--port", "0", "--bind", "127.0.0.1",
             "--unixsocket", str(self.socket), "--unixsocketperm", "700",
             "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+            # tracegraph compacts the log itself after a load (load_falkor.compact_log);
+            # an automatic rewrite in the middle of a load would be wasted work.
+            "--auto-aof-rewrite-percentage", "0",
             "--save", "", "--logfile", str(log), "--pidfile", str(self.data_dir / "server.pid"),
             "--protected-mode", "yes", "--daemonize", "no",
             "--loadmodule", module,
