@@ -24,7 +24,6 @@ opens, ``/docs``, ``/openapi.json`` and ``/browser/*``, also take
 
 from __future__ import annotations
 
-import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -33,11 +32,10 @@ import importlib
 import json
 import logging
 import math
-import threading
 from contextlib import asynccontextmanager
-from importlib import metadata, resources
-from typing import Annotated, Any
-from urllib.parse import quote, urlsplit
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Security
 from fastapi.concurrency import run_in_threadpool
@@ -45,13 +43,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tracegraph.api.connection import GraphHolder, one_line, version
 from tracegraph.api.jobs import DONE, FAILED, Job, JobManager
+from tracegraph.api.models import (AnalysisOut, CypherIn, CypherOut, DeletedOut, ErrorOut, HealthOut, JobOut,
+                                   QueryResultOut, TraceOut, WhatIfIn, error_responses)
 from tracegraph.api.settings import Settings
 from tracegraph.api.uploads import read_upload
-from tracegraph.db.base import Result
 from tracegraph.errors import DatabaseError, InputError, NotFound, UserError
 
 log = logging.getLogger("tracegraph.api")
@@ -60,147 +59,6 @@ INT64 = (-(2 ** 63), 2 ** 63 - 1)
 JSON_BODY_MAX = 16 * 1024 * 1024  # JSON request bodies (/cypher, /whatif); uploads have their own limit
 JSON_TYPES = {"STRING": "string", "INTEGER": "integer", "FLOAT": "number", "BOOLEAN": "boolean"}
 BROWSER_KEY_PATHS = ("/docs", "/openapi.json", "/browser/guide.html", "/browser/tracegraph.grass")
-
-
-def version() -> str:
-    try:
-        return metadata.version("tracegraph")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0+unknown"
-
-
-# --------------------------------------------------------------------------
-# The database connection shared by all requests
-# --------------------------------------------------------------------------
-
-class GraphHolder:
-    """One :class:`Graph` for the app, opened lazily and reopened after a crash.
-
-    It implements the Graph interface itself, so the loader and the
-    catalog use it as they would any Graph. The FalkorDB client is not
-    guaranteed thread-safe, so on FalkorDB every statement runs under one
-    lock (statements of an ingest interleave with queries, they do not
-    wait for the whole ingest); the Neo4j driver is thread-safe and runs
-    statements concurrently.
-    """
-
-    def __init__(self, uri: str | None) -> None:
-        from tracegraph.db.connect import db_uri
-
-        self.uri = db_uri(uri)
-        self._graph = None
-        self._open_lock = threading.Lock()
-        scheme = urlsplit(self.uri).scheme if self.uri else ""
-        self._guessed_kind = ("neo4j" if scheme.startswith(("neo4j", "bolt")) else
-                              "falkordb" if scheme == "falkordb" else "embedded")
-        self._lock = threading.Lock() if self._guessed_kind != "neo4j" else None
-        self._version: str | None = None
-        self._atexit = False
-
-    @property
-    def kind(self) -> str:
-        g = self._graph
-        return g.kind if g is not None else self._guessed_kind
-
-    def open(self) -> None:
-        """Connect now; a database that is down is logged, not fatal (``/health`` says 503)."""
-        try:
-            self._get()
-        except DatabaseError as e:
-            log.warning("database not reachable at startup: %s", e)
-
-    def _get(self):
-        g = self._graph
-        if g is not None:
-            return g
-        with self._open_lock:
-            if self._graph is None:
-                from tracegraph.db.connect import open_graph
-
-                self._graph = open_graph(self.uri)
-                self._version = None
-                if not self._atexit:  # an app whose lifespan never ran still lets go of the embedded server
-                    atexit.register(self.close)
-                    self._atexit = True
-            return self._graph
-
-    def _locked(self, timeout: float = -1):
-        if self._lock is None:
-            return contextlib.nullcontext(True)
-        return _Acquired(self._lock, timeout)
-
-    def _reset(self, g) -> None:
-        """After a lost connection to the embedded server: drop it, so the
-        next request starts the server again."""
-        if self.kind != "embedded":
-            return
-        with self._open_lock:
-            if self._graph is g:
-                self._graph = None
-                with contextlib.suppress(Exception):
-                    g.close()
-
-    def run(self, query: str, params: dict | None = None, *, write: bool = False,
-            timeout_ms: int | None = None) -> Result:
-        g = self._get()
-        try:
-            with self._locked():
-                return g.run(query, params, write=write, timeout_ms=timeout_ms)
-        except DatabaseError:
-            self._reset(g)
-            raise
-
-    def ensure_schema(self) -> None:
-        g = self._get()
-        with self._locked():
-            g.ensure_schema()
-
-    def version(self) -> str:
-        g = self._get()
-        if self._version is None:
-            with self._locked():
-                self._version = g.version()
-        return self._version
-
-    def health(self) -> tuple[bool, dict]:
-        info: dict[str, Any] = {"status": "ok", "backend": self.kind, "database": "reachable",
-                                "version": version(), "database_version": None, "detail": None}
-        try:
-            g = self._get()
-            info["backend"] = g.kind
-            with self._locked(timeout=5) as got:
-                if not got:  # a long statement holds the connection: the database is there
-                    info["database"] = "busy"
-                    return True, info
-                g.run("RETURN 1 AS ok", timeout_ms=5000)
-                if self._version is None:
-                    self._version = g.version()
-            info["database_version"] = self._version
-            return True, info
-        except Exception as e:  # anything at all means: not usable now
-            if self._graph is not None and isinstance(e, DatabaseError):
-                self._reset(self._graph)
-            info.update(status="unavailable", database="unreachable", detail=_one_line(str(e) or type(e).__name__))
-            return False, info
-
-    def close(self) -> None:
-        with self._open_lock:
-            g, self._graph = self._graph, None
-        if g is not None:
-            g.close()
-
-
-class _Acquired:
-    def __init__(self, lock: threading.Lock, timeout: float) -> None:
-        self.lock, self.timeout, self.got = lock, timeout, False
-
-    def __enter__(self) -> bool:
-        self.got = self.lock.acquire(timeout=self.timeout)
-        return self.got
-
-    def __exit__(self, *exc) -> None:
-        if self.got:
-            self.lock.release()
 
 
 # --------------------------------------------------------------------------
@@ -229,10 +87,6 @@ def jsonable(v: Any) -> Any:
     return str(v)
 
 
-def _one_line(s: str) -> str:
-    s = s.strip()
-    return s.splitlines()[0] if s else s
-
 
 def _http_text(msg: str) -> str:
     """CLI wording to HTTP wording."""
@@ -257,143 +111,6 @@ def status_for(e: Exception) -> int:
 
 def error(status: int, detail: str, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
-
-
-# --------------------------------------------------------------------------
-# OpenAPI models (documentation; responses are built as plain JSON)
-# --------------------------------------------------------------------------
-
-class ErrorOut(BaseModel):
-    detail: str
-
-
-class ValidationErrorOut(BaseModel):
-    detail: str
-    errors: list[dict[str, Any]] = []
-
-
-class HealthOut(BaseModel):
-    status: str = Field(description="ok / unavailable")
-    backend: str = Field(description="embedded, falkordb or neo4j")
-    database: str = Field(description="reachable / busy / unreachable")
-    version: str = Field(description="tracegraph version")
-    database_version: str | None = None
-    detail: str | None = None
-
-
-class TraceOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    trace: str
-    framework: str | None = None
-    time_unit: str | None = None
-    ops: float | None = None
-    executed_ops: float | None = None
-    span_us: float | None = None
-    critical_path_us: float | None = None
-    critical_path_ops: float | None = None
-    longest_chain_ops: float | None = None
-    memory_peak_bytes: float | None = None
-    node_count: float | None = None
-    relationship_count: float | None = None
-    ingested_at: str | None = None
-    has_times: bool | None = None
-    has_deps: bool | None = None
-    has_kernels: bool | None = None
-    has_memory: bool | None = None
-    has_copies: bool | None = None
-    sources: list[str] = []
-    counts: dict[str, Any] = {}
-
-
-class DeletedOut(BaseModel):
-    trace: str
-    deleted_nodes: int
-
-
-class ParamOut(BaseModel):
-    name: str
-    type: str
-    required: bool
-    default: Any = None
-    doc: str
-    choices: list[str] = []
-
-
-class ColumnOut(BaseModel):
-    name: str
-    doc: str
-
-
-class AnalysisOut(BaseModel):
-    name: str
-    summary: str
-    graph: bool
-    requires: list[str]
-    params: list[ParamOut]
-    columns: list[ColumnOut]
-    definition: str
-    url: str
-    query: str | None = None
-
-
-class QueryResultOut(BaseModel):
-    analysis: str
-    trace: str
-    columns: list[str]
-    rows: list[list[Any]]
-    note: str | None = None
-
-
-class ProgressOut(BaseModel):
-    done: int
-    total: int | None = None
-    fraction: float | None = None
-
-
-class JobOut(BaseModel):
-    id: str
-    url: str
-    trace: str
-    files: list[str]
-    status: str = Field(description="queued / running / done / failed")
-    phase: str
-    progress: ProgressOut
-    error: str | None = None
-    error_status: int | None = None
-    result: TraceOut | None = None
-    created_at: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-
-
-class CypherIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    query: str = Field(min_length=1, max_length=200_000, description="one Cypher statement; run read-only")
-    params: dict[str, Any] = Field(default_factory=dict, description="$parameters")
-
-
-class CypherOut(BaseModel):
-    columns: list[str]
-    rows: list[list[Any]]
-    truncated: bool = Field(description="true when rows were cut at the row cap")
-
-
-class WhatIfIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    match: Annotated[str, Field(min_length=1, max_length=1000)] | Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(min_length=1, max_length=64)] = Field(
-        description="which ops to scale: `type=REGEX` (the whole op type) or `name=REGEX` (anywhere in the "
-                    "op name); a list scales the ops any of them matches",
-        examples=["type=Conv2D.*", ["type=MatMul", "name=^dense"]])
-    factor: float = Field(ge=0, allow_inf_nan=False, description="the matched ops' weight multiplier "
-                                                                 "(0.5: twice as fast, 0: free)")
-
-
-def _errors(*codes: int) -> dict:
-    out: dict = {}
-    for c in codes:
-        out[c] = {"model": ValidationErrorOut if c == 422 else ErrorOut}
-    return out
 
 
 # --------------------------------------------------------------------------
@@ -451,7 +168,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     # -- errors -------------------------------------------------------------
     @app.exception_handler(UserError)
     async def _user_error(request: Request, exc: UserError):
-        return error(status_for(exc), _http_text(_one_line(str(exc))))
+        return error(status_for(exc), _http_text(one_line(str(exc))))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
@@ -460,7 +177,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
             loc = [str(x) for x in e.get("loc", ())]
             errs.append({"loc": loc, "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))})
         text = "; ".join(f"{'.'.join(x['loc'])}: {x['msg']}" for x in errs) or "invalid request"
-        return JSONResponse({"detail": _one_line(text), "errors": errs}, status_code=422)
+        return JSONResponse({"detail": one_line(text), "errors": errs}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception):
@@ -495,20 +212,20 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
 
     # -- traces -------------------------------------------------------------
     @api.get("/traces", response_model=list[TraceOut], tags=["traces"], summary="Every ready trace, by name",
-             responses=_errors(503))
+             responses=error_responses(503))
     def list_traces_route():
         from tracegraph.queries.traces import list_traces
 
         return JSONResponse(jsonable(list_traces(holder)))
 
-    @api.get("/traces/{trace}", response_model=TraceOut, tags=["traces"], responses=_errors(404, 503),
+    @api.get("/traces/{trace}", response_model=TraceOut, tags=["traces"], responses=error_responses(404, 503),
              summary="One trace: framework, counts, span, peak memory, source files")
     def get_trace(trace: str):
         from tracegraph.queries.traces import describe_trace
 
         return JSONResponse(jsonable(describe_trace(holder, trace)))
 
-    @api.delete("/traces/{trace}", response_model=DeletedOut, tags=["traces"], responses=_errors(404, 503),
+    @api.delete("/traces/{trace}", response_model=DeletedOut, tags=["traces"], responses=error_responses(404, 503),
                 summary="Delete a trace")
     def delete_trace_route(trace: str):
         from tracegraph.ingest.store import drop_trace
@@ -540,7 +257,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
                            "the answer (201, the trace's summary) when that takes less than "
                            f"{settings.sync_wait_s:g} s; otherwise the answer is 202 with a job to poll at "
                            "`GET /jobs/{id}`. A failed ingest leaves nothing behind."),
-              responses={201: {"model": TraceOut}, 202: {"model": JobOut}, **_errors(400, 409, 413, 415, 422, 503)},
+              responses={201: {"model": TraceOut}, 202: {"model": JobOut}, **error_responses(400, 409, 413, 415, 422, 503)},
               openapi_extra={"requestBody": {"required": True,
                                              "content": {"multipart/form-data": {"schema": upload_schema}}}})
     async def upload(request: Request):
@@ -570,7 +287,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
             return error(job.error_status or 400, job.error or "ingest failed")
         return JSONResponse(job.public(), status_code=202, headers={"Location": f"/jobs/{job.id}"})
 
-    @api.get("/jobs/{job_id}", response_model=JobOut, tags=["traces"], responses=_errors(404),
+    @api.get("/jobs/{job_id}", response_model=JobOut, tags=["traces"], responses=error_responses(404),
              summary="An upload's ingest job: status, progress, error")
     def get_job(job_id: str):
         return JSONResponse(jobs.get(job_id).public())
@@ -594,7 +311,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     def list_queries():
         return JSONResponse([analysis_info(a) for a in catalog().values()])
 
-    @api.get("/queries/{name}", response_model=AnalysisOut, tags=["analyses"], responses=_errors(404),
+    @api.get("/queries/{name}", response_model=AnalysisOut, tags=["analyses"], responses=error_responses(404),
              summary="One analysis, with its Cypher")
     def get_query(name: str):
         from tracegraph.queries.catalog import get
@@ -615,7 +332,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         except UserError as e:
             given = ", ".join(f"{k}={v!r}" for k, v in params.items())
             raise HTTPException(422 if given else 400,
-                                _one_line(str(e)) + (f" (parameters: {given})" if given else "")) from None
+                                one_line(str(e)) + (f" (parameters: {given})" if given else "")) from None
         if fmt == "csv":
             headers = {"X-Tracegraph-Note": res.note.encode("ascii", "backslashreplace").decode()} if res.note else {}
             return Response(render(res.columns, res.rows, "csv") + "\n", media_type="text/csv; charset=utf-8",
@@ -627,7 +344,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
                     "schema": {"type": "string", "enum": ["json", "csv"], "default": "json"},
                     "description": "json (default) or csv"}
     query_responses = {200: {"model": QueryResultOut, "content": {"text/csv": {"schema": {"type": "string"}}}},
-                       **_errors(400, 404, 422, 503)}
+                       **error_responses(400, 404, 422, 503)}
 
     def make_handler(name: str):
         def handler(trace: str, request: Request) -> Response:
@@ -658,7 +375,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         return run_query(trace, name, request)
 
     # -- what-if ------------------------------------------------------------
-    @api.post("/traces/{trace}/whatif", tags=["analyses"], responses=_errors(400, 404, 413, 422, 501, 503),
+    @api.post("/traces/{trace}/whatif", tags=["analyses"], responses=error_responses(400, 404, 413, 422, 501, 503),
               max_body_size=JSON_BODY_MAX,
               summary="What if some ops took `factor` times as long? The new critical path",
               description="Scales the weights of the ops `match` selects by `factor` and recomputes the "
@@ -676,11 +393,11 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         except (NotFound, DatabaseError):
             raise
         except UserError as e:
-            raise HTTPException(422, _one_line(str(e))) from None
+            raise HTTPException(422, one_line(str(e))) from None
         return JSONResponse(jsonable(out))
 
     # -- ad-hoc Cypher ------------------------------------------------------
-    @api.post("/cypher", response_model=CypherOut, tags=["cypher"], responses=_errors(400, 413, 422, 503),
+    @api.post("/cypher", response_model=CypherOut, tags=["cypher"], responses=error_responses(400, 413, 422, 503),
               max_body_size=JSON_BODY_MAX,
               summary="Ad-hoc read-only Cypher",
               description=("Runs in a read-only transaction (`GRAPH.RO_QUERY` on FalkorDB, a read "
@@ -697,10 +414,10 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         except (DatabaseError, NotFound):
             raise
         except UserError as e:
-            raise HTTPException(400, _one_line(str(e))) from None
+            raise HTTPException(400, one_line(str(e))) from None
         except Exception as e:  # a driver choking on the statement or its values: still the query's fault
             log.warning("ad-hoc query failed", exc_info=True)
-            raise HTTPException(400, _one_line(f"query failed: {type(e).__name__}: {e}")) from None
+            raise HTTPException(400, one_line(f"query failed: {type(e).__name__}: {e}")) from None
         cap = settings.cypher_max_rows
         rows = res.rows if not cap or len(res.rows) <= cap else res.rows[:cap]
         return JSONResponse({"columns": list(res.columns), "rows": jsonable(rows),
@@ -797,14 +514,14 @@ def _ingest_work(holder: GraphHolder, up, trace: str, fmt: str, replace: bool):
             job.result = jsonable(describe_trace(holder, trace))
             job.status = DONE
         except UserError as e:
-            job.error = _http_text(scrub(_one_line(str(e))))
+            job.error = _http_text(scrub(one_line(str(e))))
             job.error_status = status_for(e)
             job.status = FAILED
         except Exception as e:  # a parser tripping over bad input, or a driver error
             log.warning("ingest of %s failed", [f.name for f in up.files], exc_info=True)
             mod = type(e).__module__.split(".")[0]
             job.error_status = 503 if mod in ("redis", "neo4j", "falkordb") else 400
-            job.error = scrub(_one_line(f"cannot ingest {', '.join(f.name for f in up.files)}: "
+            job.error = scrub(one_line(f"cannot ingest {', '.join(f.name for f in up.files)}: "
                                         f"{type(e).__name__}: {e}"))
             job.status = FAILED
         finally:

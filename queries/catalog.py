@@ -20,7 +20,7 @@ trace that lacks one gets ``not available: <reason>`` instead of rows.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 

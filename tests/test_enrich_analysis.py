@@ -7,7 +7,6 @@ reusable DAG passes, each against answers worked out by hand.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from analysis_traces import chain, small_gpu
 from tracegraph.ingest.enrich import covered, dag_passes, dependency_dag, enrich, union_intervals

@@ -1,0 +1,141 @@
+"""The API's OpenAPI models: documentation of the JSON it sends and takes
+(responses are built as plain JSON, not through these)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: str
+    errors: list[dict[str, Any]] = []
+
+
+class HealthOut(BaseModel):
+    status: str = Field(description="ok / unavailable")
+    backend: str = Field(description="embedded, falkordb or neo4j")
+    database: str = Field(description="reachable / busy / unreachable")
+    version: str = Field(description="tracegraph version")
+    database_version: str | None = None
+    detail: str | None = None
+
+
+class TraceOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    trace: str
+    framework: str | None = None
+    time_unit: str | None = None
+    ops: float | None = None
+    executed_ops: float | None = None
+    span_us: float | None = None
+    critical_path_us: float | None = None
+    critical_path_ops: float | None = None
+    longest_chain_ops: float | None = None
+    memory_peak_bytes: float | None = None
+    node_count: float | None = None
+    relationship_count: float | None = None
+    ingested_at: str | None = None
+    has_times: bool | None = None
+    has_deps: bool | None = None
+    has_kernels: bool | None = None
+    has_memory: bool | None = None
+    has_copies: bool | None = None
+    sources: list[str] = []
+    counts: dict[str, Any] = {}
+
+
+class DeletedOut(BaseModel):
+    trace: str
+    deleted_nodes: int
+
+
+class ParamOut(BaseModel):
+    name: str
+    type: str
+    required: bool
+    default: Any = None
+    doc: str
+    choices: list[str] = []
+
+
+class ColumnOut(BaseModel):
+    name: str
+    doc: str
+
+
+class AnalysisOut(BaseModel):
+    name: str
+    summary: str
+    graph: bool
+    requires: list[str]
+    params: list[ParamOut]
+    columns: list[ColumnOut]
+    definition: str
+    url: str
+    query: str | None = None
+
+
+class QueryResultOut(BaseModel):
+    analysis: str
+    trace: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str | None = None
+
+
+class ProgressOut(BaseModel):
+    done: int
+    total: int | None = None
+    fraction: float | None = None
+
+
+class JobOut(BaseModel):
+    id: str
+    url: str
+    trace: str
+    files: list[str]
+    status: str = Field(description="queued / running / done / failed")
+    phase: str
+    progress: ProgressOut
+    error: str | None = None
+    error_status: int | None = None
+    result: TraceOut | None = None
+    created_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class CypherIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=200_000, description="one Cypher statement; run read-only")
+    params: dict[str, Any] = Field(default_factory=dict, description="$parameters")
+
+
+class CypherOut(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = Field(description="true when rows were cut at the row cap")
+
+
+class WhatIfIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    match: Annotated[str, Field(min_length=1, max_length=1000)] | Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(min_length=1, max_length=64)] = Field(
+        description="which ops to scale: `type=REGEX` (the whole op type) or `name=REGEX` (anywhere in the "
+                    "op name); a list scales the ops any of them matches",
+        examples=["type=Conv2D.*", ["type=MatMul", "name=^dense"]])
+    factor: float = Field(ge=0, allow_inf_nan=False, description="the matched ops' weight multiplier "
+                                                                 "(0.5: twice as fast, 0: free)")
+
+
+def error_responses(*codes: int) -> dict:
+    out: dict = {}
+    for c in codes:
+        out[c] = {"model": ValidationErrorOut if c == 422 else ErrorOut}
+    return out
