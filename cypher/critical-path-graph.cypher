@@ -26,7 +26,9 @@
 // Every op has at most one CRITICAL_PRED, so exactly one path joins the
 // two ends; shortestPath finds it by a breadth-first walk, in time linear
 // in its length (a plain variable-length MATCH would enumerate every
-// prefix of the path first).
+// prefix of the path first). A window of one op is the second branch of
+// the UNION, a path of that one node: Neo4j refuses shortestPath between
+// a node and itself.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -36,10 +38,20 @@ MATCH (tr:Trace {trace: $trace, uid: 'trace'})
 WITH tr, CASE WHEN $first_step IS NULL OR $first_step < 0 THEN 0 ELSE $first_step END AS lo
 WITH tr, lo, CASE WHEN $max_ops IS NULL OR lo + $max_ops > tr.critical_path_ops THEN tr.critical_path_ops - 1
                   WHEN $max_ops < 1 THEN lo ELSE lo + $max_ops - 1 END AS hi
+WHERE hi > lo
 MATCH (last:Op {trace: $trace})
 WHERE last.cp_step = hi
 MATCH (first:Op {trace: $trace})
 WHERE first.cp_step = lo
-WITH tr, shortestPath((last)-[:CRITICAL_PRED*0..]->(first)) AS p
+WITH tr, shortestPath((last)-[:CRITICAL_PRED*1..]->(first)) AS p
 RETURN length(p) + 1 AS ops, reduce(s = 0.0, n IN nodes(p) | s + n.weight_us) AS window_us,
        tr.critical_path_us AS critical_path_us, p AS path
+UNION ALL
+MATCH (tr:Trace {trace: $trace, uid: 'trace'})
+WITH tr, CASE WHEN $first_step IS NULL OR $first_step < 0 THEN 0 ELSE $first_step END AS lo
+WITH tr, lo, CASE WHEN $max_ops IS NULL OR lo + $max_ops > tr.critical_path_ops THEN tr.critical_path_ops - 1
+                  WHEN $max_ops < 1 THEN lo ELSE lo + $max_ops - 1 END AS hi
+WHERE hi = lo
+MATCH p = (only:Op {trace: $trace})
+WHERE only.cp_step = lo
+RETURN 1 AS ops, only.weight_us + 0.0 AS window_us, tr.critical_path_us AS critical_path_us, p AS path

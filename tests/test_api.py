@@ -248,6 +248,11 @@ def test_critical_path_graph(client, alexnet):
     past = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
                       params={"first_step": facts["critical_path_ops"]}).json()
     assert past["rows"] == []
+    # A one-op window (the UNION's second branch): a path of one node.
+    (ops, window, _, path), = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
+                                         params={"first_step": 7, "max_ops": 1}).json()["rows"]
+    assert ops == 1 and path["relationships"] == [] and window == weights[7]
+    assert [n["properties"]["name"] for n in path["nodes"]] == [names[7]]
 
 
 def test_op_neighborhood_graph(client, session_graph, alexnet):
