@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # bench/ is a plain folder of the repository
 
 from bench import generate  # noqa: E402
+from mutations import EDITS, mutate  # noqa: E402
 from stepstats_builder import Op, write  # noqa: E402
 
 SEED = ROOT / "examples" / "traces" / "tf1-alexnet-stepstats.pbtxt"
@@ -130,22 +131,7 @@ def test_mutated_texts_agree(tmp_path):
     base = generate.to_text(generate.generate(30, 3)).splitlines(keepends=True)
     rng = random.Random(7)
     for i in range(60):
-        lines = list(base)
-        k = rng.randrange(len(lines))
-        action = i % 5
-        if action == 0:
-            del lines[k]
-        elif action == 1:
-            lines.insert(k, lines[k])
-        elif action == 2:
-            j = rng.randrange(len(lines))
-            lines[k], lines[j] = lines[j], lines[k]
-        elif action == 3:
-            lines[k] = lines[k].replace(": ", ":  ", 1)
-        else:
-            digits = [c for c in lines[k] if c.isdigit()]
-            if digits:
-                lines[k] = lines[k].replace(digits[0], "9", 1)
+        lines = mutate(base, rng, EDITS[i % len(EDITS)])
         p = tmp_path / f"m{i}.pbtxt"
         p.write_text("".join(lines))
         assert_same_outcome(p)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mutations import EDITS, mutate
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import chainer_graph
 
@@ -326,19 +327,7 @@ def test_random_mutations_never_crash(tmp_path):
     rng = random.Random(11)
     outcomes = {"ok": 0, "error": 0}
     for i in range(150):
-        lines = list(base)
-        j, k = rng.randrange(len(lines)), rng.randrange(len(lines))
-        action = i % 4
-        if action == 0:
-            del lines[j]
-        elif action == 1:
-            lines.insert(j, lines[k])
-        elif action == 2:
-            lines[j], lines[k] = lines[k], lines[j]
-        else:
-            digits = [(a, b) for a, line in enumerate(lines) for b, ch in enumerate(line) if ch.isdigit()]
-            a, b = rng.choice(digits)
-            lines[a] = lines[a][:b] + rng.choice("0123456789-x ") + lines[a][b + 1:]
+        lines = mutate(base, rng, EDITS[i % 4])  # delete, duplicate, swap, digit
         frames = parse_or_error(write(tmp_path, lines, f"m{i}.txt"))
         outcomes["ok" if frames is not None else "error"] += 1
     assert outcomes["error"] > 0
