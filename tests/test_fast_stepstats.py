@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # bench/ is a plain folder of the repository
 
 from bench import generate  # noqa: E402
-from mutations import EDITS, mutate  # noqa: E402
+from bad_input import EDITS, mutate  # noqa: E402
 from stepstats_builder import Op, write  # noqa: E402
 
 SEED = ROOT / "examples" / "traces" / "tf1-alexnet-stepstats.pbtxt"

@@ -8,7 +8,6 @@ the parser's helpers, so a parser bug cannot hide in both places.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -16,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mutations import EDITS, mutate
+import bad_input
+from bad_input import EDITS, garbage, mutate
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import chainer_graph
 
@@ -190,15 +190,7 @@ def test_sniff(path):
 
 def parse_or_error(path: Path):
     """The frames (checked), or None after checking the InputError names file and line."""
-    try:
-        frames = chainer_graph.parse(path)
-    except InputError as exc:
-        message = str(exc)
-        assert "\n" not in message and message.startswith(str(path)), message
-        assert re.search(r"\(line \d+\)", message) or message.endswith("empty file"), message
-        return None
-    frames.check()
-    return frames
+    return bad_input.parse_or_error(chainer_graph.parse, path, or_empty=True)
 
 
 def error_line(path: Path) -> int:
@@ -303,7 +295,7 @@ def test_empty_or_header_only(tmp_path, content):
 @pytest.mark.parametrize("seed", range(4))
 def test_binary_garbage(tmp_path, seed):
     p = tmp_path / "garbage.bin"
-    p.write_bytes(random.Random(seed).randbytes(2000) if seed else os.urandom(50))
+    p.write_bytes(garbage(seed, 2000))
     assert parse_or_error(p) is None
 
 

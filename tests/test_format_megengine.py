@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import random
 import re
 from pathlib import Path
 
 import pytest
 
+import bad_input
+from bad_input import garbage
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import megengine_profile
 
@@ -208,16 +209,8 @@ def test_sniff_rejects_other_json():
 
 def parse_or_error(path: Path):
     """The frames (checked), or None after checking the InputError is one line naming a place."""
-    try:
-        frames = megengine_profile.parse(path)
-    except InputError as exc:
-        message = str(exc)
-        assert "\n" not in message and message.startswith(str(path)), message
-        assert re.search(r"\((line \d+|[a-z_]+[.\[(].*|graph_exec|profiler)\)", message) \
-            or message.endswith("empty file"), message
-        return None
-    frames.check()
-    return frames
+    return bad_input.parse_or_error(megengine_profile.parse, path,
+                                    r"\((line \d+|[a-z_]+[.\[(].*|graph_exec|profiler)\)", or_empty=True)
 
 
 def error_where(path: Path) -> str:
@@ -253,7 +246,7 @@ def test_empty_or_hollow(tmp_path, content):
 @pytest.mark.parametrize("seed", range(3))
 def test_binary_garbage(tmp_path, seed):
     p = tmp_path / "garbage.bin"
-    p.write_bytes(random.Random(seed).randbytes(3000) if seed else os.urandom(100))
+    p.write_bytes(garbage(seed, 3000))
     assert parse_or_error(p) is None
 
 
