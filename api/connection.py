@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, TypeVar
 
-from tracegraph.db.base import Result
+from tracegraph.db.base import Graph, Progress, Result, TraceTables
+from tracegraph.db.connect import open_graph, parse
 from tracegraph.errors import DatabaseError
 
 log = logging.getLogger("tracegraph.api")
+T = TypeVar("T")
 
 
 def version() -> str:
@@ -33,31 +34,18 @@ def one_line(s: str) -> str:
 class GraphHolder:
     """One :class:`Graph` for the app, opened lazily and reopened after a crash.
 
-    It implements the Graph interface itself, so the loader and the
-    catalog use it as they would any Graph. The FalkorDB client is not
-    guaranteed thread-safe, so on FalkorDB every statement runs under one
-    lock (statements of an ingest interleave with queries, they do not
-    wait for the whole ingest); the Neo4j driver is thread-safe and runs
-    statements concurrently.
+    It implements the Graph interface itself, so ingest and the catalog use
+    it as they would any Graph. Both engines' Graphs are thread-safe (a
+    connection pool each), so requests run concurrently, an ingest's
+    statements between the others'.
     """
 
     def __init__(self, uri: str | None) -> None:
-        from tracegraph.db.connect import db_uri
-
-        self.uri = db_uri(uri)
-        self._graph = None
+        self.target = parse(uri)
+        self.backend = self.target.backend
+        self._graph: Graph | None = None
         self._open_lock = threading.Lock()
-        scheme = urlsplit(self.uri).scheme if self.uri else ""
-        self._guessed_kind = ("neo4j" if scheme.startswith(("neo4j", "bolt")) else
-                              "falkordb" if scheme == "falkordb" else "embedded")
-        self._lock = threading.Lock() if self._guessed_kind != "neo4j" else None
         self._version: str | None = None
-        self._atexit = False
-
-    @property
-    def kind(self) -> str:
-        g = self._graph
-        return g.kind if g is not None else self._guessed_kind
 
     def open(self) -> None:
         """Connect now; a database that is down is logged, not fatal (``/health`` says 503)."""
@@ -66,30 +54,28 @@ class GraphHolder:
         except DatabaseError as e:
             log.warning("database not reachable at startup: %s", e)
 
-    def _get(self):
+    def _get(self) -> Graph:
         g = self._graph
         if g is not None:
             return g
         with self._open_lock:
             if self._graph is None:
-                from tracegraph.db.connect import open_graph
-
-                self._graph = open_graph(self.uri)
+                self._graph = open_graph(self.target.uri)
                 self._version = None
-                if not self._atexit:  # an app whose lifespan never ran still lets go of the embedded server
-                    atexit.register(self.close)
-                    self._atexit = True
             return self._graph
 
-    def _locked(self, timeout: float = -1):
-        if self._lock is None:
-            return contextlib.nullcontext(True)
-        return _Acquired(self._lock, timeout)
+    def _call(self, fn: Callable[[Graph], T]) -> T:
+        g = self._get()
+        try:
+            return fn(g)
+        except DatabaseError:
+            self._reset(g)
+            raise
 
-    def _reset(self, g) -> None:
+    def _reset(self, g: Graph) -> None:
         """After a lost connection to the embedded server: drop it, so the
         next request starts the server again."""
-        if self.kind != "embedded":
+        if self.backend != "embedded":
             return
         with self._open_lock:
             if self._graph is g:
@@ -97,41 +83,33 @@ class GraphHolder:
                 with contextlib.suppress(Exception):
                     g.close()
 
-    def run(self, query: str, params: dict | None = None, *, write: bool = False,
-            timeout_ms: int | None = None) -> Result:
-        g = self._get()
-        try:
-            with self._locked():
-                return g.run(query, params, write=write, timeout_ms=timeout_ms)
-        except DatabaseError:
-            self._reset(g)
-            raise
+    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
+            write: bool = False, timeout_ms: int | None = None) -> Result:
+        return self._call(lambda g: g.run(query, params, trace=trace, write=write, timeout_ms=timeout_ms))
 
-    def ensure_schema(self) -> None:
-        g = self._get()
-        with self._locked():
-            g.ensure_schema()
+    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
+                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+        return self._call(lambda g: g.store_trace(name, tables, replace=replace, progress=progress))
+
+    def drop_trace(self, name: str) -> int:
+        return self._call(lambda g: g.drop_trace(name))
+
+    def sweep(self) -> list[str]:
+        return self._call(lambda g: g.sweep())
 
     def version(self) -> str:
-        g = self._get()
         if self._version is None:
-            with self._locked():
-                self._version = g.version()
+            self._version = self._call(lambda g: g.version())
         return self._version
 
-    def health(self) -> tuple[bool, dict]:
-        info: dict[str, Any] = {"status": "ok", "backend": self.kind, "database": "reachable",
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        info: dict[str, Any] = {"status": "ok", "backend": self.backend, "database": "reachable",
                                 "version": version(), "database_version": None, "detail": None}
         try:
             g = self._get()
-            info["backend"] = g.kind
-            with self._locked(timeout=5) as got:
-                if not got:  # a long statement holds the connection: the database is there
-                    info["database"] = "busy"
-                    return True, info
-                g.run("RETURN 1 AS ok", timeout_ms=5000)
-                if self._version is None:
-                    self._version = g.version()
+            g.run("RETURN 1 AS ok", timeout_ms=5000)
+            if self._version is None:
+                self._version = g.version()
             info["database_version"] = self._version
             return True, info
         except Exception as e:  # anything at all means: not usable now
@@ -145,16 +123,3 @@ class GraphHolder:
             g, self._graph = self._graph, None
         if g is not None:
             g.close()
-
-
-class _Acquired:
-    def __init__(self, lock: threading.Lock, timeout: float) -> None:
-        self.lock, self.timeout, self.got = lock, timeout, False
-
-    def __enter__(self) -> bool:
-        self.got = self.lock.acquire(timeout=self.timeout)
-        return self.got
-
-    def __exit__(self, *exc) -> None:
-        if self.got:
-            self.lock.release()

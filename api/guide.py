@@ -1,4 +1,5 @@
-"""The Neo4j Browser guide, generated from the catalog at request time.
+"""The Neo4j Browser kit: the guide, generated from the catalog at request
+time, and the style sheet.
 
 Neo4j Browser plays it with ``:play http://HOST:8000/browser/guide.html``
 (the host must be in ``browser.remote_content_hostname_allowlist``; the
@@ -9,9 +10,33 @@ block is runnable: clicking it puts it in the Browser's editor.
 from __future__ import annotations
 
 from html import escape
+from importlib import resources
 from urllib.parse import quote
 
-from tracegraph.queries.catalog import Analysis, catalog
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from tracegraph.queries.catalog import Analysis, Param, catalog
+
+router = APIRouter(tags=["neo4j browser"])
+# Neo4j Browser fetches the guide and the style sheet from its own origin.
+CORS = {"Access-Control-Allow-Origin": "*"}
+
+
+@router.get("/browser/guide.html", response_class=HTMLResponse,
+            summary="Neo4j Browser guide to the catalog (`:play http://HOST:8000/browser/guide.html`)")
+def guide(request: Request, trace: str = "alexnet") -> HTMLResponse:
+    base = str(request.base_url).rstrip("/")
+    key = request.query_params.get("key") if request.app.state.settings.api_key else None
+    return HTMLResponse(render_guide(base, trace=trace, key=key), headers=CORS)
+
+
+@router.get("/browser/tracegraph.grass",
+            summary="Neo4j Browser style sheet (`:style http://HOST:8000/browser/tracegraph.grass`)",
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+def grass() -> Response:
+    text = resources.files("tracegraph.cypher").joinpath("tracegraph.grass").read_text(encoding="utf-8")
+    return Response(text, media_type="text/plain; charset=utf-8", headers=CORS)
 
 
 def query_body(analysis: Analysis) -> str:
@@ -57,6 +82,10 @@ def _cypher_literal(v) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     return _cypher_string(str(v))
+
+
+def _type_text(p: Param) -> str:
+    return f"{p.type}({', '.join(p.choices)})" if p.choices else p.type
 
 
 def _definition_html(analysis: Analysis) -> str:
@@ -105,14 +134,14 @@ def render_guide(base_url: str, trace: str = "alexnet", key: str | None = None) 
     for a in items:
         params = [p for p in a.params if p.name != "trace"]
         rows = "".join(
-            f"<tr><td><code>{escape(p.name)}</code></td><td>{escape(p.type)}</td>"
+            f"<tr><td><code>{escape(p.name)}</code></td><td>{escape(_type_text(p))}</td>"
             f"<td>{'required' if p.required else escape(repr(p.default) if p.default is not None else 'null')}</td>"
             f"<td>{escape(p.doc)}</td></tr>" for p in params)
         table = (f'<table class="table table-condensed"><tr><th>parameter</th><th>type</th><th>default</th>'
                  f"<th></th></tr>{rows}</table>") if params else ""
         cols = "".join(f"<li><code>{escape(c.name)}</code>: {escape(c.doc)}</li>" for c in a.columns)
         setup = params_command(browser_params(a, trace))
-        needs = f"<p>Needs a trace with: {escape(', '.join(a.requires))}.</p>" if a.requires else ""
+        needs = f"<p>Needs a trace with: {escape(', '.join(f.value for f in a.requires))}.</p>" if a.requires else ""
         view = ("<p>It returns paths: look at the <b>Graph</b> view of the result (with the style sheet "
                 "loaded). Double-click a node to expand its neighbors.</p>") if a.graph else ""
         api = (f"<p>Over HTTP: <code>GET {escape(base)}/traces/{escape(trace)}/queries/{escape(a.name)}</code>; "

@@ -104,10 +104,6 @@ class JobManager:
             raise NotFound(f"no job {job_id!r} (jobs are kept in memory until the server restarts)")
         return job
 
-    def busy(self) -> bool:
-        with self._lock:
-            return any(j.status in (QUEUED, RUNNING) for j in self._jobs.values())
-
     def _trim(self) -> None:
         while len(self._jobs) > self._kept:
             oldest = next((k for k, j in self._jobs.items() if j.status in (DONE, FAILED)), None)

@@ -20,7 +20,7 @@ class ValidationErrorOut(BaseModel):
 class HealthOut(BaseModel):
     status: str = Field(description="ok / unavailable")
     backend: str = Field(description="embedded, falkordb or neo4j")
-    database: str = Field(description="reachable / busy / unreachable")
+    database: str = Field(description="reachable / unreachable")
     version: str = Field(description="tracegraph version")
     database_version: str | None = None
     detail: str | None = None
@@ -115,6 +115,8 @@ class CypherIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=200_000, description="one Cypher statement; run read-only")
     params: dict[str, Any] = Field(default_factory=dict, description="$parameters")
+    trace: str | None = Field(default=None, min_length=1, max_length=200,
+                              description="the trace the query reads; also bound as $trace")
 
 
 class CypherOut(BaseModel):

@@ -16,9 +16,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
-from tracegraph.errors import UserError
+from tracegraph.errors import BadRequest
 
 MiB = 1024 * 1024
 
@@ -30,9 +30,9 @@ def _int(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise UserError(f"{name} must be an integer, got {raw!r}") from None
+        raise BadRequest(f"{name} must be an integer, got {raw!r}") from None
     if value < 0:
-        raise UserError(f"{name} must be >= 0, got {raw!r}")
+        raise BadRequest(f"{name} must be >= 0, got {raw!r}")
     return value
 
 
@@ -48,7 +48,6 @@ class Settings:
     query_timeout_ms: int = 300_000
     jobs_kept: int = 1000
     max_upload_files: int = 16
-    cors_origins: list[str] = field(default_factory=lambda: ["*"])  # for Neo4j Browser's guide fetch only
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":

@@ -2,7 +2,7 @@
 // @summary The critical path (or a window of it) as one graph path, from its last op back to its first.
 // @graph
 // @requires deps
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param first_step INTEGER = 0: the window's first op, as its position on the critical path (0: the path's first op)
 // @param max_ops INTEGER = 1000: at most this many ops from first_step on (null, possible in Neo4j Browser: to the end)
 // @column ops: number of ops in the returned path

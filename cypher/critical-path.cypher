@@ -1,7 +1,7 @@
 // @name critical-path
 // @summary The weight-heaviest dependency chain, one row per op in execution order.
 // @requires deps
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @column step: 0-based position on the path
 // @column op: op name
 // @column type: op type

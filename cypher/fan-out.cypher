@@ -1,7 +1,7 @@
 // @name fan-out
 // @summary The tensors read by the most ops, and the ops with the most inputs.
 // @requires deps
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param n INTEGER = 10: how many tensors and how many ops to return (up to 2n rows)
 // @column kind: `tensor` (degree = how many ops read it) or `op` (degree = how many inputs it has)
 // @column name: tensor name (`op:slot` for TF) or op name
@@ -15,7 +15,8 @@
 // stored as Op.inputs). Tensors nobody reads and ops without
 // inputs are left out. Rows: the n tensors with the highest degree, then
 // the n ops with the highest degree; within each, highest degree first,
-// then name.
+// then name, then uid (names can repeat: a loop's runs, Chainer's
+// unnamed blocks).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -23,15 +24,15 @@
 MATCH (t:Tensor {trace: $trace})
 WHERE t.readers > 0
 WITH t
-ORDER BY t.readers DESC, t.name
+ORDER BY t.readers DESC, t.name, t.uid
 LIMIT $n
-WITH collect({kind: 'tensor', name: t.name, degree: t.readers}) AS tensors
+WITH collect({kind: 'tensor', name: t.name, degree: t.readers, uid: t.uid}) AS tensors
 OPTIONAL MATCH (o:Op {trace: $trace})
 WHERE o.inputs > 0
 WITH tensors, o
-ORDER BY o.inputs DESC, o.name
+ORDER BY o.inputs DESC, o.name, o.uid
 LIMIT $n
-WITH tensors, [x IN collect({kind: 'op', name: o.name, degree: o.inputs}) WHERE x.name IS NOT NULL] AS ops
+WITH tensors, [x IN collect({kind: 'op', name: o.name, degree: o.inputs, uid: o.uid}) WHERE x.name IS NOT NULL] AS ops
 UNWIND tensors + ops AS row
 RETURN row.kind AS kind, row.name AS name, row.degree AS degree
-ORDER BY CASE row.kind WHEN 'tensor' THEN 0 ELSE 1 END, degree DESC, name
+ORDER BY CASE row.kind WHEN 'tensor' THEN 0 ELSE 1 END, degree DESC, name, row.uid

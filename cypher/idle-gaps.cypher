@@ -1,7 +1,7 @@
 // @name idle-gaps
 // @summary The longest idle gaps between consecutive kernels on a device stream.
 // @requires kernels times
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param n INTEGER = 20: how many gaps to return
 // @column stream: device and stream (`/device:GPU:0/stream:13`)
 // @column gap_us: idle time before the next kernel (us)
@@ -16,7 +16,8 @@
 // computed at ingest; overlapping or touching kernels leave no gap). Only
 // positive gaps are rows; the gap ends at after_op's kernel start, so
 // at_us + gap_us is that start. These are the gaps stream-utilization
-// counts. Order: longest first, then earlier at_us, then stream.
+// counts. Order: longest first, then earlier at_us, then stream, then the
+// earlier kernel's uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -25,5 +26,5 @@ MATCH (k:Kernel {trace: $trace})-[:NEXT_ON_STREAM]->(nk:Kernel)
 WHERE k.gap_after_us > 0
 RETURN k.device_name + '/' + k.stream_name AS stream, k.gap_after_us AS gap_us, k.op_name AS before_op,
        nk.op_name AS after_op, nk.start_us - k.gap_after_us AS at_us
-ORDER BY gap_us DESC, at_us, stream
+ORDER BY gap_us DESC, at_us, stream, k.uid
 LIMIT $n

@@ -1,7 +1,7 @@
 // @name layer-breakdown
 // @summary Per name scope (layer) at a given depth: ops, summed weight and bytes live at the memory peak.
 // @requires times
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param depth INTEGER = 1: how many leading name-scope components make a layer (values below 1 count as 1)
 // @column scope: the first `depth` components of the op's name scope (`conv1`, `gradients/conv1` at depth 2); `(root)` for ops outside any scope
 // @column ops: executed ops in the scope
@@ -13,11 +13,11 @@
 // components, all of them when it has fewer. Weight as in top-ops; ops
 // that did not execute are left out. The trace's memory peak is the peak of
 // the allocator with the largest peak (the Trace's `memory_peak_bytes`;
-// ties: allocator name), reached first at its `peak_us`; an allocation of
+// ties: allocator name, then uid), reached first at its `peak_us`; an allocation of
 // that allocator is live there when alloc_us <= peak_us < free_us (never
 // freed counts as live), as in peak-memory. The peak_live_bytes of all
 // rows sum to the trace's memory peak (allocations without an op are in
-// no row). Order: largest total_us first, then scope.
+// no row). Order: largest total_us first, then scope (one row per scope).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -25,7 +25,7 @@
 OPTIONAL MATCH (m:Allocator {trace: $trace})
 WHERE m.peak_bytes IS NOT NULL
 WITH m
-ORDER BY m.peak_bytes DESC, m.name
+ORDER BY m.peak_bytes DESC, m.name, m.uid
 LIMIT 1
 MATCH (o:Op {trace: $trace})
 WHERE o.executed

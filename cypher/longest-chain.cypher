@@ -1,7 +1,7 @@
 // @name longest-chain
 // @summary The dependency chain with the most ops, one row per op in execution order.
 // @requires deps
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @column step: 0-based position on the chain
 // @column op: op name
 // @column type: op type

@@ -1,7 +1,7 @@
 // @name memcpy-overhead
 // @summary Per copy direction (HtoD, DtoH, DtoD, ...): copies, bytes, time, bandwidth and the time no compute kernel hides.
 // @requires copies
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @column direction: copy direction as the trace names it (HtoD, DtoH, DtoD, ...; `unknown` when it does not)
 // @column copies: copy records (kernels of kind memcpy)
 // @column bytes: bytes copied (null: no copy of this direction states its size)
@@ -16,15 +16,19 @@
 // (kind `compute`, any stream) of the same device, so a copy fully hidden
 // behind compute has 0 and one running while the device computes nothing
 // has its whole duration. Copies running at the same time as each other
-// each count in full. Order: largest total_us first, then direction.
+// each count in full. A trace without copy times (an op listing) has
+// null total_us and exposed_us. Order: largest total_us first (null
+// last), then direction (one row per direction).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 MATCH (k:Kernel {trace: $trace})
 WHERE k.kind = 'memcpy'
 WITH coalesce(k.direction, 'unknown') AS direction, count(k) AS copies, count(k.bytes) AS sized,
-     sum(k.bytes) AS bytes, sum(k.dur_us) AS total_us,
+     count(k.dur_us) AS timed, count(k.exposed_us) AS exposed, sum(k.bytes) AS bytes, sum(k.dur_us) AS total_us,
      sum(CASE WHEN k.bytes IS NOT NULL THEN k.dur_us ELSE 0.0 END) AS sized_us, sum(k.exposed_us) AS exposed_us
-RETURN direction, copies, CASE WHEN sized > 0 THEN toInteger(bytes) ELSE null END AS bytes, total_us,
-       CASE WHEN sized > 0 AND sized_us > 0 THEN bytes / sized_us / 1000.0 ELSE null END AS gbps, exposed_us
-ORDER BY total_us DESC, direction
+RETURN direction, copies, CASE WHEN sized > 0 THEN toInteger(bytes) ELSE null END AS bytes,
+       CASE WHEN timed > 0 THEN total_us ELSE null END AS total_us,
+       CASE WHEN sized > 0 AND sized_us > 0 THEN bytes / sized_us / 1000.0 ELSE null END AS gbps,
+       CASE WHEN exposed > 0 THEN exposed_us ELSE null END AS exposed_us
+ORDER BY coalesce(total_us, -1.0) DESC, direction

@@ -1,7 +1,7 @@
 // @name memory-timeline
 // @summary Per allocator, live bytes after each allocation event as a step function (optionally downsampled, peak kept).
 // @requires memory
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param max_points INTEGER = 1000: at most this many points per allocator (values below 1 count as 1; null, possible in Neo4j Browser, keeps every point)
 // @column allocator: allocator name (TF: GPU_0_bfc; MegEngine: comp node; Chainer: one pool)
 // @column t_us: time of the point (us since the trace's first event; steps for Chainer)
@@ -20,8 +20,9 @@
 // points remain, the curve is the upper envelope of the original, and the
 // allocator's peak (peak-memory's peak_bytes at its peak_at_us, the first
 // time the maximum is reached) is always one of the points. The highest
-// live_bytes of an allocator equals its peak_bytes. Order: allocator, then
-// time.
+// live_bytes of an allocator equals its peak_bytes. Order: allocator name,
+// then the allocator's uid (two allocators may share a name), then time
+// (one point per time).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -37,4 +38,4 @@ WITH tl, n, bucket * width AS lo,
 WITH tl, reduce(best = lo, i IN range(lo, hi) |
                 CASE WHEN tl.live_bytes[i] > tl.live_bytes[best] THEN i ELSE best END) AS i
 RETURN tl.allocator_name AS allocator, tl.t_us[i] AS t_us, tl.live_bytes[i] AS live_bytes
-ORDER BY allocator, t_us
+ORDER BY allocator, tl.uid, t_us

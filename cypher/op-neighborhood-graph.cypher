@@ -2,7 +2,7 @@
 // @summary The ops within a few dependency hops of one op, as graph paths.
 // @graph
 // @requires deps
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param op STRING: the op's name (exact, as in top-ops or critical-path)
 // @param hops INTEGER = 2: how many DATA/CONTROL hops to follow, 1 to 4
 // @column hops: the path's length in relationships
@@ -12,7 +12,9 @@
 // Definition. Every path of 1 to `hops` DATA or CONTROL relationships that
 // starts at the named op, followed in either direction (its producers and
 // its consumers, then theirs), one row per path, shortest first, then by
-// the neighbor's execution sequence number. `hops` is capped at 4 (Cypher
+// the neighbor's execution sequence number, then name, then the path's
+// ops and relationship types in order (their uids and types joined: two
+// paths to one neighbor differ there). `hops` is capped at 4 (Cypher
 // cannot take a parameter as a variable-length bound, so the pattern is
 // fixed at *1..4 and filtered on length); a hub op (a constant read by
 // hundreds of ops) has many paths, so at most 1000 are returned. No rows
@@ -25,7 +27,8 @@
 MATCH (o:Op {trace: $trace, name: $op})
 MATCH p = (o)-[:DATA|CONTROL*1..4]-(n:Op)
 WHERE length(p) <= $hops
-WITH p, n
-ORDER BY length(p), n.seq, n.name
+WITH p, n, reduce(key = '', x IN nodes(p) | key + x.uid + '|') +
+     reduce(key = '', r IN relationships(p) | key + type(r) + '|') AS key
+ORDER BY length(p), n.seq, n.name, key
 LIMIT 1000
 RETURN length(p) AS hops, n.name AS neighbor, p AS path

@@ -1,7 +1,7 @@
 // @name op-type-breakdown
 // @summary Per op type: how many ops, their summed, mean and 95th-percentile weight, and share of the total.
 // @requires times
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @column type: op type
 // @column count: executed ops of this type
 // @column total_us: their summed weight (us; steps for traces timed in steps)

@@ -1,7 +1,7 @@
 // @name peak-memory
 // @summary Per allocator, the allocations live at its memory peak, largest first.
 // @requires memory
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @column allocator: allocator name (TF: GPU_0_bfc; MegEngine: comp node; Chainer: one pool)
 // @column peak_bytes: the allocator's peak live bytes
 // @column peak_at_us: when the peak is first reached (us since the trace's first event; steps for Chainer)
@@ -21,8 +21,9 @@
 // alloc_us <= peak_at_us < free_us (never freed counts as live). The
 // `bytes` of an allocator's rows sum to its peak_bytes; its first row is
 // the largest live allocation. Persistent memory (no alloc/free time in
-// the trace) is outside the timeline. Ties: larger bytes first, then
-// earlier alloc_us, then op name.
+// the trace) is outside the timeline. Order: allocator name, then (ties)
+// larger bytes first, then earlier alloc_us, then op name, then the
+// allocation's uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -34,4 +35,4 @@ OPTIONAL MATCH (t:Tensor)-[:BACKED_BY]->(a)
 RETURN m.name AS allocator, m.peak_bytes AS peak_bytes, m.peak_us AS peak_at_us, a.bytes AS bytes,
        a.kind AS kind, a.op_name AS op, t.name AS tensor, t.shape AS shape,
        a.alloc_us AS alloc_us, a.free_us AS free_us
-ORDER BY allocator, bytes DESC, alloc_us, op
+ORDER BY allocator, bytes DESC, alloc_us, op, a.uid

@@ -2,7 +2,7 @@
 // @summary Per allocator, the tensors live at its memory peak with the ops that produced them, as graph paths.
 // @graph
 // @requires memory
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param n INTEGER = 100: at most this many tensors per allocator, the largest (null, possible in Neo4j Browser, keeps all)
 // @column allocator: allocator name
 // @column bytes: bytes of the live allocation
@@ -19,7 +19,8 @@
 // relationships and each allocator's peak becomes one cluster. Per
 // allocator the n largest are kept (a drawing of thousands of paths
 // helps nobody; the table form is peak-memory). Order and ties: allocator
-// name, then larger bytes first, then the tensor's name.
+// name, then larger bytes first, then the tensor's name, then the
+// allocation's uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -30,7 +31,7 @@ MATCH (a:Allocation)-[:IN_ALLOCATOR]->(m)
 WHERE a.alloc_us <= m.peak_us AND (a.free_us IS NULL OR a.free_us > m.peak_us)
 MATCH p = (op:Op)-[:PRODUCES]->(t:Tensor)-[:BACKED_BY]->(a)
 WITH m, a, t, p
-ORDER BY m.name, a.bytes DESC, t.name
+ORDER BY m.name, a.bytes DESC, t.name, a.uid
 WITH m, collect(p) AS paths, collect(a.bytes) AS sizes
 WITH m, paths, sizes, CASE WHEN $n IS NULL OR $n > size(paths) THEN size(paths) ELSE $n END AS keep
 UNWIND range(0, keep - 1) AS i

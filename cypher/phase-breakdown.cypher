@@ -1,7 +1,7 @@
 // @name phase-breakdown
 // @summary Forward, backward, optimizer, communication and other: ops, summed weight and bytes allocated per phase.
 // @requires times
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @column phase: forward / backward / optimizer / communication / other
 // @column ops: executed ops of the phase
 // @column total_us: their summed weight (us; steps for traces timed in steps)

@@ -1,7 +1,7 @@
 // @name slack
 // @summary Per op earliest start, latest start and slack over the dependency DAG; near-critical ops first.
 // @requires deps
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param max_slack_us FLOAT = null: keep only ops whose slack is at most this (us); null keeps every op
 // @column op: op name
 // @column type: op type
@@ -25,7 +25,7 @@
 // values (`es_us`, `ls_us`, `slack_us` on Op), not the times the ops
 // actually ran at (see start_us in critical-path). Ops that did not execute
 // are left out. Order: smallest slack first, then earliest start, then
-// execution order.
+// execution order, then name, then uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -34,4 +34,4 @@ MATCH (o:Op {trace: $trace})
 WHERE o.slack_us IS NOT NULL AND ($max_slack_us IS NULL OR o.slack_us <= $max_slack_us)
 RETURN o.name AS op, o.type AS type, o.es_us AS earliest_start_us, o.ls_us AS latest_start_us,
        o.slack_us AS slack_us
-ORDER BY slack_us, earliest_start_us, o.seq, op
+ORDER BY slack_us, earliest_start_us, o.seq, op, o.uid

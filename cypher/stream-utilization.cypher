@@ -1,7 +1,7 @@
 // @name stream-utilization
 // @summary Per device stream: kernels, busy time (union of kernel intervals), utilization over the trace span, idle gaps.
 // @requires kernels times
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param min_gap_us FLOAT = 10: count only idle gaps longer than this (us)
 // @column device: device the stream belongs to
 // @column stream: stream name (`stream:13`; `memcpy` for TF's copy records)
@@ -20,7 +20,7 @@
 // touch); the time before the stream's first kernel and after its last is
 // not a gap. With min_gap_us = 0 every positive gap counts, and then
 // busy_us + gap_us = last kernel end - first kernel start. Order: device,
-// then stream.
+// then stream, then the stream's uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -34,4 +34,4 @@ WITH tr, s, count(k) AS kernels,
 RETURN s.device_name AS device, s.name AS stream, kernels, s.busy_us AS busy_us, tr.span_us AS window_us,
        CASE WHEN tr.span_us > 0 THEN s.busy_us / tr.span_us ELSE null END AS utilization,
        toInteger(gaps) AS gaps, gap_us
-ORDER BY device, stream
+ORDER BY device, stream, s.uid

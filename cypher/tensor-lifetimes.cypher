@@ -1,8 +1,8 @@
 // @name tensor-lifetimes
 // @summary The largest or longest-held allocations: when each was allocated and freed, for how long, and how long it sat unused.
 // @requires memory
-// @param trace STRING: trace id
-// @param order STRING = bytes: sort key, largest first: one of bytes|byte_us|idle_us
+// @param trace TRACE: the trace
+// @param order ENUM(bytes,byte_us,idle_us) = bytes: sort key, largest first
 // @param n INTEGER = 20: how many allocations to return
 // @column op: op that made the allocation
 // @column tensor: tensor it backs (null: a temporary buffer)
@@ -22,7 +22,7 @@
 // release comes first (a buffer freed while its last reader was still
 // running, as recorded on the host); null when the op has no end time.
 // Order: by `order` (bytes, byte_us or idle_us) largest first, then larger
-// bytes, earlier alloc_us, op name.
+// bytes, earlier alloc_us, op name, the allocation's uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -42,5 +42,5 @@ WITH a, held_us, a.bytes * held_us AS byte_us, idle_us
 RETURN a.op_name AS op, a.tensor_name AS tensor, a.bytes AS bytes, a.alloc_us AS alloc_us, a.free_us AS free_us,
        held_us, byte_us, idle_us
 ORDER BY CASE $order WHEN 'byte_us' THEN coalesce(byte_us, -1.0) WHEN 'idle_us' THEN coalesce(idle_us, -1.0)
-         ELSE bytes END DESC, bytes DESC, alloc_us, op
+         ELSE bytes END DESC, bytes DESC, alloc_us, op, a.uid
 LIMIT $n

@@ -1,7 +1,7 @@
 // @name top-ops
 // @summary The n heaviest ops by weight.
 // @requires times
-// @param trace STRING: trace id
+// @param trace TRACE: the trace
 // @param n INTEGER = 10: how many ops to return
 // @column op: op name
 // @column type: op type
@@ -13,7 +13,7 @@
 // Definition. An op's weight is the sum of its kernel durations on device
 // streams when it launched any, else its own record's duration. Ops not
 // executed in the trace are left out. Ties: lower execution sequence
-// number first.
+// number first, then uid.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -25,7 +25,7 @@ WHERE o.executed
 OPTIONAL MATCH (o)-[:LAUNCHED]->(k:Kernel)
 WITH o, total, sum(k.dur_us) AS kernel_sum, count(k) AS kernels
 WITH o, total, CASE WHEN kernels > 0 THEN kernel_sum ELSE null END AS kernels_us
-ORDER BY o.weight_us DESC, o.seq
+ORDER BY o.weight_us DESC, o.seq, o.uid
 LIMIT $n
 RETURN o.name AS op, o.type AS type, o.device_name AS device, o.weight_us AS dur_us, kernels_us,
        CASE WHEN total > 0 THEN o.weight_us / total ELSE null END AS share

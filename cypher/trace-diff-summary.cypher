@@ -1,7 +1,7 @@
 // @name trace-diff-summary
 // @summary Headline numbers of this trace against a base trace: step span, critical path, memory peak, op count.
-// @param trace STRING: trace id
-// @param base STRING: trace id of the baseline to compare against
+// @param trace TRACE: the trace
+// @param base TRACE: the baseline trace to compare against
 // @column metric: `span_us` (step span), `critical_path_us` (critical path length), `memory_peak_bytes` (largest allocator peak), `ops` (executed ops)
 // @column base: the value in the base trace (null: that trace does not have it)
 // @column value: the value in this trace

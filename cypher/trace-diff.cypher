@@ -1,8 +1,8 @@
 // @name trace-diff
 // @summary Per op, how its weight changed from a base trace to this one; largest change first.
 // @requires times
-// @param trace STRING: trace id
-// @param base STRING: trace id of the baseline to compare against
+// @param trace TRACE: the trace
+// @param base TRACE: the baseline trace to compare against
 // @param min_delta_us FLOAT = 0: list a changed op only when its |delta_us| exceeds this (us); added and removed ops are always listed
 // @column op: op name
 // @column type: op type
@@ -12,28 +12,34 @@
 // @column status: `changed`, `added` (only in this trace) or `removed` (only in the base)
 //
 // Definition. Ops that executed are matched across the two traces by name
-// and type; ops of the same name and type within one trace (a node
-// recorded twice) are taken together, their weights summed. Weight as in
-// top-ops: the sum of the op's kernel durations when it launched any, else
-// its own record's duration. An op whose weight is the same in both traces
-// is not a row. Order: largest |delta_us| first, then op, then type.
+// and type; the runs of one name and type within a trace (a node recorded
+// twice, a loop body's iterations) are taken together, their weights
+// summed. Weight as in top-ops: the sum of the op's kernel durations when
+// it launched any, else its own record's duration. The per (name, type)
+// sums are computed at ingest and stored on the trace's OpTotals node
+// (parallel lists `ops`, `types`, `weights_us`, `runs`; `types` holds ''
+// where the format gives no type, shown as null here), so that the diff
+// reads two small nodes, never two traces' ops. An op whose weight is the
+// same in both traces is not a row. Order: largest |delta_us| first, then
+// op, then type ((op, type) is unique among the rows).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param base => 'alexnet-before'
 //   :param min_delta_us => 0.0
 UNWIND [$base, $trace] AS side
-MATCH (o:Op {trace: side})
-WHERE o.executed
-WITH o.name AS op, o.type AS type,
-     sum(CASE WHEN o.trace = $base THEN 1 ELSE 0 END) AS in_base,
-     sum(CASE WHEN o.trace = $trace THEN 1 ELSE 0 END) AS in_trace,
-     sum(CASE WHEN o.trace = $base THEN o.weight_us ELSE 0.0 END) AS base_w,
-     sum(CASE WHEN o.trace = $trace THEN o.weight_us ELSE 0.0 END) AS trace_w
+MATCH (x:OpTotals {trace: side, uid: 'optotals'})
+UNWIND range(0, size(x.ops) - 1) AS i
+WITH side, x.ops[i] AS op, x.types[i] AS type, x.weights_us[i] AS w
+WITH op, type,
+     sum(CASE WHEN side = $base THEN 1 ELSE 0 END) AS in_base,
+     sum(CASE WHEN side = $trace THEN 1 ELSE 0 END) AS in_trace,
+     sum(CASE WHEN side = $base THEN w ELSE 0.0 END) AS base_w,
+     sum(CASE WHEN side = $trace THEN w ELSE 0.0 END) AS trace_w
 WITH op, type, CASE WHEN in_base > 0 THEN base_w ELSE null END AS base_us,
      CASE WHEN in_trace > 0 THEN trace_w ELSE null END AS dur_us
 WITH op, type, base_us, dur_us, coalesce(dur_us, 0.0) - coalesce(base_us, 0.0) AS delta_us,
      CASE WHEN base_us IS NULL THEN 'added' WHEN dur_us IS NULL THEN 'removed' ELSE 'changed' END AS status
 WHERE status <> 'changed' OR abs(delta_us) > $min_delta_us
-RETURN op, type, base_us, dur_us, delta_us, status
+RETURN op, CASE WHEN type = '' THEN null ELSE type END AS type, base_us, dur_us, delta_us, status
 ORDER BY abs(delta_us) DESC, op, type

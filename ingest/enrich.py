@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracegraph.facts import Fact
 from tracegraph.ingest.frames import TraceFrames
 
 # Slack below this is zero: sums of float microseconds are not exact.
@@ -398,9 +399,11 @@ def _facts(tf: TraceFrames) -> dict:
         "span_us": float(end) if timed and pd.notna(end) else None,
         "ops": int(len(ops)),
         "executed_ops": int(ops["executed"].fillna(True).astype(bool).sum()),
-        "has_times": bool(timed),
-        "has_deps": bool(len(tf.deps)),
-        "has_kernels": bool(len(tf.kernels)),
-        "has_memory": bool(tf.allocations["alloc_us"].notna().any()),
-        "has_copies": bool((tf.kernels["kind"] == "memcpy").any()) if len(tf.kernels) else False,
+        **{fact.flag: bool(has) for fact, has in (
+            (Fact.TIMES, timed),
+            (Fact.DEPS, len(tf.deps)),
+            (Fact.KERNELS, len(tf.kernels)),
+            (Fact.MEMORY, tf.allocations["alloc_us"].notna().any()),
+            (Fact.COPIES, len(tf.kernels) and (tf.kernels["kind"] == "memcpy").any()),
+        )},
     }

@@ -1,21 +1,27 @@
 """What a stored trace looks like: which frame columns become which nodes,
-relationships and properties, and how values become property values.
+relationships and properties (cypher/SCHEMA.md is the prose of this file).
 
-Both loaders (the key-matching one for Neo4j in :mod:`store`, the by-id one
-for FalkorDB in :mod:`load_falkor`) write exactly these tables, so the two
-engines hold the same graph.
+:func:`trace_tables` turns an enriched :class:`TraceFrames` into the
+engine-neutral :class:`~tracegraph.db.base.TraceTables` every engine's
+loader writes, so all engines hold the same graph.
 """
 
 from __future__ import annotations
 
-import math
+import json
+from datetime import datetime, timezone
+from typing import Any
 
 import pandas as pd
 
+from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
+from tracegraph.db.values import missing
+from tracegraph.ingest.enrich import Summary
 from tracegraph.ingest.frames import TraceFrames
 
-# (label, frame attribute, columns stored as properties)
-NODE_TABLES = [
+# (label, table, columns stored as properties besides uid), in writing order.
+NODE_TABLES: list[tuple[str, str, list[str]]] = [
+    ("OpTotals", "op_totals", ["ops", "types", "weights_us", "runs"]),
     ("Device", "devices", ["name", "kind"]),
     ("Stream", "streams", ["name", "kind", "device_name", "busy_us"]),
     ("Allocator", "allocators", ["name", "device_name", "peak_bytes", "peak_us"]),
@@ -32,8 +38,8 @@ NODE_TABLES = [
                                    "kind", "op_name", "tensor_name"]),
 ]
 
-# (type, from label, to label, frame attribute, from column, to column, property columns)
-REL_TABLES = [
+# (type, from label, to label, table, from column, to column, property columns)
+REL_TABLES: list[tuple[str, str, str, str, str, str, list[str]]] = [
     ("ON_DEVICE", "Stream", "Device", "streams", "uid", "device", []),
     ("ON_DEVICE", "Allocator", "Device", "allocators", "uid", "device", []),
     ("ON_DEVICE", "Op", "Device", "ops", "uid", "device", []),
@@ -51,31 +57,63 @@ REL_TABLES = [
     ("IN_ALLOCATOR", "Allocation", "Allocator", "allocations", "uid", "allocator", []),
     ("HAS_TIMELINE", "Allocator", "MemoryTimeline", "timelines", "allocator", "uid", []),
 ]
-MEMBERSHIP = [("HAS_OP", "Op"), ("HAS_DEVICE", "Device"), ("HAS_ALLOCATOR", "Allocator")]
+# Trace -> every node of the label.
+MEMBERSHIP = [("HAS_OP_TOTALS", "OpTotals"), ("HAS_OP", "Op"), ("HAS_DEVICE", "Device"),
+              ("HAS_ALLOCATOR", "Allocator")]
+
+# Counts and sizes are integers even where pandas widened them to float
+# because the column also holds nulls.
+INT_COLUMNS = frozenset({"seq", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
+                         "chain_len", "peak_bytes", "points", "readers", "inputs"})
 
 
-def tables(tf: TraceFrames) -> dict[str, pd.DataFrame]:
+def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
+    """The enriched frames as node and relationship tables, plus the Trace node's properties."""
+    frames = _frames(tf)
+    nodes = [NodeTable(label, attr, frames[attr], tuple(cols)) for label, attr, cols in NODE_TABLES]
+    rels = []
+    for rel, a, b, attr, src, dst, props in REL_TABLES:
+        df = frames[attr]
+        df = df[df[src].notna() & df[dst].notna()]
+        rels.append(RelTable(rel, a, b, attr, df, src, dst, tuple(props)))
+    counts = {"nodes": {t.label: len(t.frame) for t in nodes},
+              "relationships": {}}
+    for t in rels:
+        counts["relationships"][t.type] = counts["relationships"].get(t.type, 0) + len(t.frame)
+    for rel, label in MEMBERSHIP:
+        counts["relationships"][rel] = counts["nodes"][label]
+    props = _trace_props(tf, summary, counts)
+    return TraceTables(trace_props=props, nodes=nodes, rels=rels, membership=list(MEMBERSHIP),
+                       int_columns=INT_COLUMNS)
+
+
+def counts_of(tables: TraceTables) -> dict[str, dict[str, int]]:
+    """Nodes per label and relationships per type (the Trace node excluded)."""
+    counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
+    return counts
+
+
+def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
     """The frames with the denormalized name columns the nodes store."""
-    name_of = {}
+    name_of: dict[Any, Any] = {}
     for df in (tf.ops, tf.tensors, tf.devices, tf.streams, tf.allocators):
         name_of.update(zip(df["uid"].tolist(), df["name"].tolist()))
     device_of = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
 
-    def names(col: pd.Series, via: dict | None = None) -> pd.Series:
+    def names(col: pd.Series, via: dict[Any, Any] | None = None) -> pd.Series:
         # dict lookups (Series.map(dict) builds an index of the dict first)
         keys = col.tolist() if via is None else list(map(via.get, col.tolist()))
         return pd.Series(list(map(name_of.get, keys)), index=col.index, dtype=object)
 
-    ops = tf.ops.assign(device_name=names(tf.ops["device"]))
-    kernels = tf.kernels.assign(op_name=names(tf.kernels["op"]), stream_name=names(tf.kernels["stream"]),
-                                device_name=names(tf.kernels["stream"], device_of))
     deps = tf.deps
     return {
+        "op_totals": _op_totals(tf.ops),
         "devices": tf.devices,
         "streams": tf.streams.assign(device_name=names(tf.streams["device"])),
         "allocators": tf.allocators.assign(device_name=names(tf.allocators["device"])),
-        "ops": ops,
-        "kernels": kernels,
+        "ops": tf.ops.assign(device_name=names(tf.ops["device"])),
+        "kernels": tf.kernels.assign(op_name=names(tf.kernels["op"]), stream_name=names(tf.kernels["stream"]),
+                                     device_name=names(tf.kernels["stream"], device_of)),
         "tensors": tf.tensors.assign(producer_name=names(tf.tensors["producer"])),
         "allocations": tf.allocations.assign(allocator_name=names(tf.allocations["allocator"]),
                                              op_name=names(tf.allocations["op"]),
@@ -85,6 +123,25 @@ def tables(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
     }
+
+
+def _op_totals(ops: pd.DataFrame) -> pd.DataFrame:
+    """One OpTotals row: per (name, type) of the executed ops, their summed
+    weight and number of runs, as parallel lists sorted by (name, type).
+
+    Cross-trace analyses compare traces through this node alone, so that an
+    engine which keeps every trace in a graph of its own can still answer
+    them from the small per-trace nodes it keeps side by side.
+    """
+    executed = ops[ops["executed"].fillna(True).astype(bool)]
+    grouped = (executed.assign(type=executed["type"].fillna(""))
+               .groupby(["name", "type"], sort=True)["weight_us"].agg(["sum", "size"]).reset_index())
+    return pd.DataFrame({
+        "uid": ["optotals"], "ops": [grouped["name"].astype(str).tolist()],
+        "types": [grouped["type"].astype(str).tolist()],
+        "weights_us": [grouped["sum"].astype(float).tolist()],
+        "runs": [grouped["size"].astype(int).tolist()],
+    })
 
 
 def _timelines(allocators: pd.DataFrame) -> pd.DataFrame:
@@ -100,37 +157,16 @@ def _timelines(allocators: pd.DataFrame) -> pd.DataFrame:
     }, columns=["uid", "allocator", "allocator_name", "points", "t_us", "live_bytes"])
 
 
-def node_tables(tables):
-    for label, attr, cols in NODE_TABLES:
-        yield label, tables[attr], cols
-
-
-def rel_tables(tables):
-    for rel, a, b, attr, src, dst, props in REL_TABLES:
-        df = tables[attr]
-        df = df[df[src].notna() & df[dst].notna()]
-        yield (rel, a, b, src, dst, props), df, props
-
-
-
-def missing(v) -> bool:
-    if v is None:
-        return True
-    if isinstance(v, float) and math.isnan(v):
-        return True
-    return v is pd.NA or v is pd.NaT
-
-
-# Counts and sizes are integers even where pandas widened them to float
-# because the column also holds nulls.
-INT_COLUMNS = {"seq", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
-               "chain_len", "peak_bytes"}
-
-
-def plain(key: str, v):
-    """numpy scalars to Python; integer columns back to int."""
-    if hasattr(v, "item") and not isinstance(v, (str, bytes, list)):
-        v = v.item()
-    if key in INT_COLUMNS and isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
+def _trace_props(tf: TraceFrames, summary: Summary, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
+    props = {k: v for k, v in summary.props.items() if not missing(v)}
+    props["schema_version"] = SCHEMA_VERSION
+    props["ingested_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    props["node_count"] = sum(counts["nodes"].values()) + 1
+    props["relationship_count"] = sum(counts["relationships"].values())
+    props["counts"] = json.dumps(counts)
+    for k, v in tf.meta.items():
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63:
+            v = int(v)  # FalkorDB answers floats with 15 significant digits: whole numbers stay exact as ints
+        if isinstance(v, (str, int, float, bool)):
+            props[f"meta_{k}"] = v
+    return props

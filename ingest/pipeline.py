@@ -1,4 +1,9 @@
-"""Files in, stored trace out: detect -> parse -> merge -> enrich -> store."""
+"""Files in, stored trace out: detect -> parse -> merge -> enrich -> store.
+
+Everything that can fail on the input (reading, parsing, checking the
+frames, enrichment) happens before the first write; the write itself is
+the engine's atomic :meth:`~tracegraph.db.base.Graph.store_trace`.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracegraph.db.base import Graph
-from tracegraph.errors import InputError, UserError
+from tracegraph.db.base import Graph, Progress, check_trace_name
+from tracegraph.errors import InputError, UnknownFormat, UserError
 from tracegraph.ingest import formats
 from tracegraph.ingest.enrich import enrich
 from tracegraph.ingest.frames import TraceFrames
-from tracegraph.ingest.store import write_trace
+from tracegraph.ingest.graph_tables import trace_tables
 
 SNIFF_BYTES = 65536
 
@@ -35,7 +40,7 @@ def detect(path: Path) -> str:
     for name in formats.names():
         if formats.get(name).sniff(head):
             return name
-    raise InputError(path, f"unrecognized format (supported: {', '.join(formats.names())})")
+    raise UnknownFormat(path, f"unrecognized format (supported: {', '.join(formats.names())})")
 
 
 def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
@@ -71,14 +76,22 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
 
 
 def ingest(graph: Graph, paths: list[Path], trace: str, *, fmt: str = "auto",
-           replace: bool = False, progress=None) -> IngestReport:
-    """Parse and validate everything first; only then write, atomically."""
+           replace: bool = False, progress: Progress | None = None,
+           source_names: dict[str, str] | None = None) -> IngestReport:
+    """Parse and validate everything first; only then write, atomically.
+
+    ``source_names`` maps a path to the name the trace should record for it
+    (an upload's file name instead of its temporary path)."""
+    check_trace_name(trace)
     t0 = time.perf_counter()
     tf = parse_files([Path(p) for p in paths], fmt)
+    if source_names:
+        tf.sources = [source_names.get(str(s), str(s)) for s in tf.sources]
     t1 = time.perf_counter()
     summary = enrich(tf)
+    tables = trace_tables(tf, summary)
     t2 = time.perf_counter()
-    counts = write_trace(graph, tf, summary, trace, replace=replace, progress=progress)
+    counts = graph.store_trace(trace, tables, replace=replace, progress=progress)
     t3 = time.perf_counter()
     return IngestReport(trace=trace, counts=counts,
                         timings={"parse_s": t1 - t0, "enrich_s": t2 - t1, "load_s": t3 - t2, "total_s": t3 - t0})

@@ -11,8 +11,13 @@ query::
     // @column op: op name
     // (free text: the exact definition, tie-breaks, units)
 
-``@param`` types are STRING, INTEGER, FLOAT, BOOLEAN; a parameter without
-``= default`` is required; ``= null`` means "no value" (e.g. no limit).
+``@param`` types are STRING, INTEGER, FLOAT, BOOLEAN, TRACE (the name of a
+stored trace: ``trace`` is the one the analysis is about; an analysis with
+another TRACE parameter compares traces and may read only their ``Trace``
+and ``OpTotals`` nodes) and ``ENUM(a,b,c)`` (one of those words); a
+parameter without ``= default`` is required; ``= null`` means "no value"
+(e.g. no limit). The CLI, the HTTP API (OpenAPI enums, 422s) and the Neo4j
+Browser guide all read parameters from here.
 ``@requires`` names trace facts (times, deps, memory, kernels, copies); a
 trace that lacks one gets ``not available: <reason>`` instead of rows.
 """
@@ -24,21 +29,30 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from tracegraph.errors import NotFound, UserError
+from tracegraph.errors import BadRequest, NotFound
+from tracegraph.facts import Fact
 
-TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN")
-_PARAM = re.compile(r"^(?P<name>\w+)\s+(?P<type>[A-Z]+)(?:\s*=\s*(?P<default>.*?))?\s*:\s*(?P<doc>.*)$")
+TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TRACE", "ENUM")
+_PARAM = re.compile(r"^(?P<name>\w+)\s+(?P<type>[A-Z]+)(?:\((?P<choices>[\w,\s]+)\))?"
+                    r"(?:\s*=\s*(?P<default>.*?))?\s*:\s*(?P<doc>.*)$")
 _COLUMN = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<doc>.*)$")
 
 
 @dataclass(frozen=True)
 class Param:
+    """One declared parameter. ``type`` is one of :data:`TYPES`; ``choices``
+    holds an ENUM's words."""
+
     name: str
     type: str
     required: bool
     default: object
     doc: str
-    choices: tuple = ()
+    choices: tuple[str, ...] = ()
+
+    @property
+    def is_trace(self) -> bool:
+        return self.type == "TRACE"
 
     def coerce(self, raw: object) -> object:
         """A CLI/HTTP value (usually text) as this parameter's type."""
@@ -61,9 +75,9 @@ class Param:
             else:
                 value = str(raw)
         except (TypeError, ValueError):
-            raise UserError(f"parameter {self.name}: expected {self.type.lower()}, got {raw!r}") from None
+            raise BadRequest(f"parameter {self.name}: expected {self.type.lower()}, got {raw!r}") from None
         if self.choices and value not in self.choices:
-            raise UserError(f"parameter {self.name}: expected one of {', '.join(map(str, self.choices))}, got {raw!r}")
+            raise BadRequest(f"parameter {self.name}: expected one of {', '.join(self.choices)}, got {raw!r}")
         return value
 
 
@@ -79,7 +93,7 @@ class Analysis:
     summary: str
     params: tuple[Param, ...]
     columns: tuple[Column, ...]
-    requires: tuple[str, ...]
+    requires: tuple[Fact, ...]
     definition: str
     text: str
     file: str
@@ -89,7 +103,12 @@ class Analysis:
         for p in self.params:
             if p.name == name:
                 return p
-        raise UserError(f"analysis {self.name} has no parameter {name!r} (has: {', '.join(p.name for p in self.params)})")
+        raise BadRequest(f"analysis {self.name} has no parameter {name!r} (has: {', '.join(p.name for p in self.params)})")
+
+    @property
+    def compares_traces(self) -> bool:
+        """Does it read traces besides ``trace`` (and so only their catalog nodes)?"""
+        return any(p.is_trace and p.name != "trace" for p in self.params)
 
 
 def parse_header(text: str, file: str) -> Analysis:
@@ -117,11 +136,10 @@ def parse_header(text: str, file: str) -> Analysis:
         if not m or m["type"] not in TYPES:
             raise ValueError(f"{file}: bad @param {raw!r}")
         default_text = m["default"]
-        choices = ()
         doc = m["doc"]
-        cm = re.search(r"\bone of ([\w|]+)", doc)
-        if cm:
-            choices = tuple(cm[1].split("|"))
+        choices = tuple(c.strip() for c in m["choices"].split(",")) if m["choices"] else ()
+        if (m["type"] == "ENUM") != bool(choices):
+            raise ValueError(f"{file}: bad @param {raw!r}: ENUM(a,b,...) and only ENUM takes choices")
         p = Param(m["name"], m["type"], default_text is None, None, doc, choices)
         if default_text is not None and default_text != "null":
             p = Param(p.name, p.type, False, p.coerce(default_text.strip("'\"")), doc, choices)
@@ -132,7 +150,10 @@ def parse_header(text: str, file: str) -> Analysis:
         if not m:
             raise ValueError(f"{file}: bad @column {raw!r}")
         columns.append(Column(m["name"], m["doc"]))
-    requires = tuple(r for line in tags.get("requires", []) for r in line.split())
+    try:
+        requires = tuple(Fact(r) for line in tags.get("requires", []) for r in line.split())
+    except ValueError as e:
+        raise ValueError(f"{file}: bad @requires ({e}; known: {', '.join(f.value for f in Fact)})") from None
     return Analysis(
         name=tags["name"][0], summary=tags["summary"][0], params=tuple(params), columns=tuple(columns),
         requires=requires, definition="\n".join(free).strip(), text=text, file=file,
@@ -158,4 +179,4 @@ def get(name: str) -> Analysis:
     try:
         return catalog()[name]
     except KeyError:
-        raise NotFound(f"no analysis named {name!r} (see `tracegraph queries`)") from None
+        raise NotFound(f"no analysis named {name!r}", cli_hint="see `tracegraph queries`") from None

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tracegraph.db.base import SCHEMA_VERSION, Graph
-from tracegraph.errors import NotFound, UserError
+from tracegraph.errors import BadRequest, DatabaseError, NotFound
 from tracegraph.queries.catalog import Analysis, get
-
-# Trace facts an analysis may require, and how to say that one is missing.
-REQUIREMENTS = {
-    "times": ("has_times", "the trace has no op times"),
-    "deps": ("has_deps", "the trace has no dependencies between ops"),
-    "memory": ("has_memory", "the trace has no memory allocation records"),
-    "kernels": ("has_kernels", "the trace has no device stream (kernel) records"),
-    "copies": ("has_copies", "the trace has no memory copies"),
-}
 
 
 @dataclass
@@ -23,31 +15,38 @@ class AnalysisResult:
     analysis: str
     trace: str
     columns: list[str]
-    rows: list[list] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
     note: str | None = None
 
-    def records(self) -> list[dict]:
+    @property
+    def available(self) -> bool:
+        """False when the trace lacks what the analysis needs (``note`` says what)."""
+        return not (self.note or "").startswith("not available")
+
+    def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, r)) for r in self.rows]
 
 
-def trace_facts(graph: Graph, trace: str) -> dict:
+def trace_facts(graph: Graph, trace: str) -> dict[str, Any]:
     """The ready Trace node's properties; NotFound when there is none."""
-    res = graph.run("MATCH (t:Trace {trace: $trace, uid: 'trace'}) WHERE t.status = 'ready' RETURN t", {"trace": trace})
+    res = graph.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' RETURN t", {"name": trace})
     if not res.rows:
-        raise NotFound(f"no trace named {trace!r} (see `tracegraph traces`)")
-    return res.rows[0][0]["properties"]
+        raise NotFound(f"no trace named {trace!r}", cli_hint="see `tracegraph traces`")
+    props: dict[str, Any] = res.rows[0][0]["properties"]
+    return props
 
 
-def _check_layout(trace: str, facts: dict) -> None:
+def check_layout(trace: str, facts: dict[str, Any]) -> None:
+    """Refuse a trace stored with another graph layout than this tracegraph reads."""
     version = facts.get("schema_version", 1)
     if version != SCHEMA_VERSION:
-        raise UserError(f"trace {trace!r} was stored by another tracegraph version (graph schema {version}, "
-                        f"this one reads {SCHEMA_VERSION}): ingest it again with --replace")
+        raise DatabaseError(f"trace {trace!r} was stored by another tracegraph version (graph schema {version}, "
+                            f"this one reads {SCHEMA_VERSION}): ingest it again with --replace")
 
 
-def bind(analysis: Analysis, trace: str, raw: dict) -> dict:
+def bind(analysis: Analysis, trace: str, raw: dict[str, Any]) -> dict[str, Any]:
     """Typed parameters: defaults filled, unknown names and bad values refused."""
-    params = {}
+    params: dict[str, Any] = {}
     for name in raw:
         analysis.param(name)  # raises for unknown names
     for p in analysis.params:
@@ -56,34 +55,33 @@ def bind(analysis: Analysis, trace: str, raw: dict) -> dict:
         elif p.name in raw and raw[p.name] is not None:
             params[p.name] = p.coerce(raw[p.name])
         elif p.required:
-            raise UserError(f"analysis {analysis.name} needs parameter {p.name!r}")
+            raise BadRequest(f"analysis {analysis.name} needs parameter {p.name!r}")
         else:
             params[p.name] = p.default
     return params
 
 
-def run_analysis(graph: Graph, name: str, trace: str, raw_params: dict | None = None, *,
+def run_analysis(graph: Graph, name: str, trace: str, raw_params: dict[str, Any] | None = None, *,
                  timeout_ms: int | None = None) -> AnalysisResult:
     analysis = get(name)
     params = bind(analysis, trace, raw_params or {})
-    facts = trace_facts(graph, trace)
-    _check_layout(trace, facts)
     columns = [c.name for c in analysis.columns]
-    # Other traces an analysis reads (trace-diff's `base`): STRING params
-    # documented as "trace id ..." must name a ready trace too.
-    others = {p.name: trace_facts(graph, params[p.name]) for p in analysis.params
-              if p.name != "trace" and p.type == "STRING" and p.doc.startswith("trace id")
-              and params.get(p.name) is not None}
-    for pname, other in others.items():
-        _check_layout(params[pname], other)
-    for need in analysis.requires:
-        flag, reason = REQUIREMENTS[need]
-        if not facts.get(flag):
-            return AnalysisResult(name, trace, columns, [], f"not available: {reason} ({facts.get('framework')}, {facts.get('sources')})")
-        for pname, other in others.items():
-            if not other.get(flag):
-                return AnalysisResult(name, trace, columns, [], f"not available: {pname} trace {params[pname]!r}: {reason} "
-                                                                f"({other.get('framework')}, {other.get('sources')})")
-    res = graph.run(analysis.text, params, timeout_ms=timeout_ms)
+    # Every trace the analysis reads must be a ready trace of this layout
+    # that has what the analysis requires.
+    for p in analysis.params:
+        if not p.is_trace or params.get(p.name) is None:
+            continue
+        facts = trace_facts(graph, params[p.name])
+        check_layout(params[p.name], facts)
+        for need in analysis.requires:
+            if not facts.get(need.flag):
+                which = "" if p.name == "trace" else f"{p.name} trace {params[p.name]!r}: "
+                note = f"not available: {which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
+                return AnalysisResult(name, trace, columns, [], note)
+    if analysis.compares_traces:
+        res = graph.run(analysis.text, params, timeout_ms=timeout_ms)
+    else:
+        res = graph.run(analysis.text, params, trace=trace, timeout_ms=timeout_ms)
     note = None if res.rows else "no rows: the trace has nothing that matches"
     return AnalysisResult(name, trace, res.columns or columns, res.rows, note)
+

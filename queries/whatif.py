@@ -26,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracegraph.db.base import Graph
-from tracegraph.errors import UserError
+from tracegraph.errors import BadRequest
 from tracegraph.ingest.enrich import dag_passes, dependency_dag
-from tracegraph.queries.run import REQUIREMENTS, trace_facts
+from tracegraph.facts import Fact
+from tracegraph.queries.run import check_layout, trace_facts
 
 _OPS = ("MATCH (o:Op {trace: $trace}) "
         "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.weight_us AS weight_us, "
@@ -56,11 +57,11 @@ def parse_match(spec: str) -> Matcher:
     field, sep, pattern = spec.partition("=")
     field = field.strip()
     if not sep or field not in ("type", "name") or not pattern:
-        raise UserError(f"--match wants type=REGEX or name=REGEX, got {spec!r}")
+        raise BadRequest(f"--match wants type=REGEX or name=REGEX, got {spec!r}")
     try:
         return Matcher(field, re.compile(pattern), spec)
     except re.error as e:
-        raise UserError(f"--match {spec!r}: bad regular expression: {e}") from None
+        raise BadRequest(f"--match {spec!r}: bad regular expression: {e}") from None
 
 
 def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> dict:
@@ -75,21 +76,21 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
     """
     specs = [match] if isinstance(match, str) else list(match)
     if not specs:
-        raise UserError("what-if needs at least one --match")
+        raise BadRequest("what-if needs at least one --match")
     matchers = [parse_match(s) for s in specs]
     try:
         factor = float(factor)
     except (TypeError, ValueError):
-        raise UserError(f"--factor wants a number, got {factor!r}") from None
+        raise BadRequest(f"--factor wants a number, got {factor!r}") from None
     if not math.isfinite(factor) or factor < 0:
-        raise UserError(f"--factor must be a finite number >= 0, got {factor!r}")
+        raise BadRequest(f"--factor must be a finite number >= 0, got {factor!r}")
     facts = trace_facts(graph, trace)  # NotFound for an unknown trace
-    flag, reason = REQUIREMENTS["deps"]
-    if not facts.get(flag):
-        raise UserError(f"not available: {reason} ({facts.get('framework')}, {facts.get('sources')})")
+    check_layout(trace, facts)
+    if not facts.get(Fact.DEPS.flag):
+        raise BadRequest(f"not available: {Fact.DEPS.missing} ({facts.get('framework')}, {facts.get('sources')})")
 
-    ops = graph.run(_OPS, {"trace": trace}).rows
-    edges = graph.run(_EDGES, {"trace": trace}).rows
+    ops = graph.run(_OPS, trace=trace).rows
+    edges = graph.run(_EDGES, trace=trace).rows
     uids = [r[0] for r in ops]
     names = [r[1] for r in ops]
     types = [r[2] for r in ops]
@@ -97,11 +98,11 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
     executed = np.array([r[5] is not False for r in ops], dtype=bool)
     weight = np.array([float(r[4]) if r[4] is not None else 0.0 for r in ops], dtype=float)
     if not executed.any():
-        raise UserError(f"not available: trace {trace!r} has no executed ops")
+        raise BadRequest(f"not available: trace {trace!r} has no executed ops")
     scaled = np.array([executed[i] and any(m(names[i], types[i]) for m in matchers) for i in range(len(ops))],
                       dtype=bool)
     if not scaled.any():
-        raise UserError(f"no executed op of trace {trace!r} matches {' or '.join(specs)}")
+        raise BadRequest(f"no executed op of trace {trace!r} matches {' or '.join(specs)}")
 
     dag = dependency_dag(uids, seqs, executed, ((s, d) for s, d in edges))
     base = dag_passes(dag, weight)

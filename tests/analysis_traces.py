@@ -33,7 +33,7 @@ from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS, DEVICE_COLUMNS, KERNEL_COLUMNS,
     OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS, TraceFrames, frame,
 )
-from tracegraph.ingest.store import write_trace
+from tracegraph.ingest.graph_tables import trace_tables
 
 GPU0, GPU1 = "dev:/device:GPU:0", "dev:/device:GPU:1"
 
@@ -169,5 +169,5 @@ def store(graph, tf: TraceFrames, name: str) -> str:
     """Enrich and write ``tf`` as trace ``name`` (dropped by the ``graph``
     fixture after the test)."""
     summary = enrich(tf)
-    write_trace(graph, tf, summary, name)
+    graph.store_trace(name, trace_tables(tf, summary))
     return name

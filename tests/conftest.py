@@ -1,8 +1,14 @@
-"""Shared fixtures: a real embedded FalkorDB in a private data directory.
+"""Shared fixtures: real databases, never mocks.
 
-The whole session uses one data directory (one server, started on first
-use); each test gets its own trace names, and ``graph`` drops what a test
-left behind so tests do not see each other's traces.
+Database-level tests take the ``graph`` (or ``session_graph``) fixture and
+run once per engine: the embedded FalkorDB (in a private data directory,
+one server for the session) and, when ``TRACEGRAPH_TEST_NEO4J`` names a
+bolt URI, that Neo4j server. Without it the Neo4j runs are skipped, with
+the reason in the summary. The Neo4j server must be a scratch server: the
+session starts by deleting every tracegraph node in it.
+
+Each test gets its own trace names; ``graph`` drops the traces a test
+added, so tests do not see each other's traces.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ SEED_OPNAMES = EXAMPLES / "tf2-resnet50-opnames.txt"
 SEED_CHAINER = EXAMPLES / "chainer-vgg19-graph.txt"
 SEED_MEGENGINE = EXAMPLES / "megengine-resnet50-profile.json"
 
+NEO4J_URI = os.environ.get("TRACEGRAPH_TEST_NEO4J") or None
+NO_NEO4J = ("TRACEGRAPH_TEST_NEO4J is not set (a bolt URI of a scratch Neo4j 5 server; tests/run.sh "
+            "starts one assembled by ../shared/neo4j-local when it finds it)")
+
 
 @pytest.fixture(scope="session")
 def tg_home(tmp_path_factory) -> Path:
@@ -31,26 +41,48 @@ def tg_home(tmp_path_factory) -> Path:
     return home
 
 
+@pytest.fixture(scope="session", params=["embedded", "neo4j"])
+def db_uri(request, tg_home) -> str:
+    """The engine under test, as a ``--db`` URI (``embedded`` for the default)."""
+    if request.param == "neo4j":
+        if not NEO4J_URI:
+            pytest.skip(NO_NEO4J)
+        return NEO4J_URI
+    return "embedded"
+
+
 @pytest.fixture(scope="session")
-def session_graph(tg_home):
+def session_graph(db_uri):
     from tracegraph.db.connect import open_graph
 
-    g = open_graph()
-    g.ensure_schema()
+    g = open_graph(db_uri)
+    if g.backend == "neo4j":
+        wipe_neo4j(g)
     yield g
     g.close()
 
 
+def wipe_neo4j(g) -> None:
+    from tracegraph.db.base import LABELS
+
+    for label in LABELS:
+        while g.run(f"MATCH (n:{label}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)",
+                    write=True).rows[0][0]:
+            pass
+
+
+def ready_traces(graph) -> set[str]:
+    return {r[0] for r in graph.run("MATCH (t:Trace) WHERE t.status = 'ready' RETURN t.trace").rows}
+
+
 @pytest.fixture
 def graph(session_graph):
-    """The session's embedded database; traces a test adds are dropped after it."""
-    from tracegraph.ingest.store import delete_trace
-
-    before = {r[0] for r in session_graph.run("MATCH (t:Trace) RETURN t.trace").rows}
+    """The session's database; traces a test adds are dropped after it."""
+    before = ready_traces(session_graph)
     yield session_graph
-    after = {r[0] for r in session_graph.run("MATCH (t:Trace) RETURN t.trace").rows}
-    for trace in after - before:
-        delete_trace(session_graph, trace)
+    for trace in ready_traces(session_graph) - before:
+        session_graph.drop_trace(trace)
+    session_graph.sweep()
 
 
 @pytest.fixture(scope="session")
@@ -62,12 +94,40 @@ def alexnet(session_graph):
     return "alexnet-seed"
 
 
-def run_cli(*args: str, home: Path, check: bool = False, input: str | None = None) -> subprocess.CompletedProcess:
-    """``tracegraph ARGS`` as a real process on data directory ``home``."""
-    env = dict(os.environ, TRACEGRAPH_HOME=str(home))
-    env.pop("TRACEGRAPH_DB", None)
+def trace_nodes(graph, trace: str) -> int:
+    """How many nodes trace ``trace`` has stored (0 when there is no such trace)."""
+    from tracegraph.errors import NotFound
+
+    try:
+        return graph.run("MATCH (n) WHERE n.trace = $t RETURN count(n)", {"t": trace}, trace=trace).rows[0][0]
+    except NotFound:
+        return 0
+
+
+def run_cli(*args: str, home: Path, check: bool = False, input: str | None = None,
+            env: dict | None = None, db: str | None = None) -> subprocess.CompletedProcess:
+    """``tracegraph ARGS`` as a real process on data directory ``home`` (and
+    database ``db``, a ``db_uri``: the embedded one by default)."""
+    full_env = dict(os.environ, TRACEGRAPH_HOME=str(home), **(env or {}))
+    if db and db != "embedded":
+        full_env["TRACEGRAPH_DB"] = db
+    elif not (env or {}).get("TRACEGRAPH_DB"):
+        full_env.pop("TRACEGRAPH_DB", None)
     proc = subprocess.run([sys.executable, "-m", "tracegraph.cli", *args], capture_output=True, text=True,
-                          env=env, input=input, timeout=600)
+                          env=full_env, input=input, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(f"tracegraph {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line per reason tests were skipped (the Neo4j runs, say), with counts."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        terminalreporter.section("skipped")
+        for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{n} skipped: {reason}")

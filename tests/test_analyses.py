@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tracegraph.db.base import SCHEMA_VERSION
 from analysis_traces import chain, slowed, small_gpu, store
 from conftest import SEED_STEPSTATS
 from tracegraph.errors import NotFound, UserError
@@ -137,7 +138,7 @@ def test_op_type_p95_is_nearest_rank(graph):
 
 
 def test_op_type_breakdown_totals_equal_summed_weights_on_seed(graph, alexnet):
-    ops = graph.run("MATCH (o:Op {trace: $t}) WHERE o.executed RETURN o.type, o.weight_us", {"t": alexnet}).rows
+    ops = graph.run("MATCH (o:Op {trace: $t}) WHERE o.executed RETURN o.type, o.weight_us", {"t": alexnet}, trace=alexnet).rows
     per_type: dict = {}
     for t, w in ops:
         per_type.setdefault(t, []).append(w)
@@ -168,10 +169,10 @@ def test_phase_breakdown_on_seed_adds_up(graph, alexnet):
     got = rows(graph, "phase-breakdown", alexnet)
     assert [r["phase"] for r in got] == ["forward", "backward", "optimizer", "communication", "other"]
     assert sum(r["ops"] for r in got) == 118
-    total = graph.run("MATCH (o:Op {trace: $t}) RETURN sum(o.weight_us)", {"t": alexnet}).rows[0][0]
+    total = graph.run("MATCH (o:Op {trace: $t}) RETURN sum(o.weight_us)", {"t": alexnet}, trace=alexnet).rows[0][0]
     assert sum(r["total_us"] for r in got) == pytest.approx(total)
     allocated = graph.run("MATCH (a:Allocation {trace: $t}) WHERE a.alloc_us IS NOT NULL RETURN sum(a.bytes)",
-                          {"t": alexnet}).rows[0][0]
+                          {"t": alexnet}, trace=alexnet).rows[0][0]
     assert sum(r["bytes_allocated"] for r in got) == allocated
 
 
@@ -187,12 +188,12 @@ def test_layer_breakdown_small(gpu, graph):
 
 
 def test_layer_breakdown_on_seed_sums_to_the_peak(graph, alexnet):
-    peak = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.memory_peak_bytes", {"t": alexnet}).rows[0][0]
+    peak = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.memory_peak_bytes", {"t": alexnet}, trace=alexnet).rows[0][0]
     for depth in (1, 2, 5):
         got = rows(graph, "layer-breakdown", alexnet, depth=depth)
         assert sum(r["peak_live_bytes"] for r in got) == peak
         assert sum(r["ops"] for r in got) == 118
-    names = graph.run("MATCH (o:Op {trace: $t}) RETURN o.name, o.weight_us", {"t": alexnet}).rows
+    names = graph.run("MATCH (o:Op {trace: $t}) RETURN o.name, o.weight_us", {"t": alexnet}, trace=alexnet).rows
     conv1 = sum(w for n, w in names if n.startswith("conv1/"))
     assert {r["scope"]: r["total_us"] for r in rows(graph, "layer-breakdown", alexnet)}["conv1"] == pytest.approx(conv1)
 
@@ -285,11 +286,11 @@ def _union_length(intervals):
 
 def test_stream_busy_is_union_of_kernel_intervals_on_seed(graph, alexnet):
     kernels = graph.run("MATCH (k:Kernel {trace: $t})-[:ON_STREAM]->(s:Stream) RETURN s.name, k.start_us, k.end_us, "
-                        "k.start_us + k.dur_us", {"t": alexnet}).rows
+                        "k.start_us + k.dur_us", {"t": alexnet}, trace=alexnet).rows
     per: dict = {}
     for s, a, b, _ in kernels:
         per.setdefault(s, []).append((a, b))
-    span = graph.run("MATCH (o:Op {trace: $t}) RETURN max(o.end_us)", {"t": alexnet}).rows[0][0]
+    span = graph.run("MATCH (o:Op {trace: $t}) RETURN max(o.end_us)", {"t": alexnet}, trace=alexnet).rows[0][0]
     span = max(span, max(b for _, _, b, _ in kernels))
     got = rows(graph, "stream-utilization", alexnet, min_gap_us=0)
     assert {r["stream"] for r in got} == set(per) and len(got) == 3
@@ -344,9 +345,9 @@ def test_memcpy_overhead_small(gpu, graph):
 
 def test_memcpy_overhead_on_seed(graph, alexnet):
     copies = graph.run("MATCH (k:Kernel {trace: $t}) WHERE k.kind = 'memcpy' RETURN k.direction, k.bytes, k.dur_us, "
-                       "k.start_us, k.end_us, k.device_name", {"t": alexnet}).rows
+                       "k.start_us, k.end_us, k.device_name", {"t": alexnet}, trace=alexnet).rows
     compute = graph.run("MATCH (k:Kernel {trace: $t}) WHERE k.kind = 'compute' RETURN k.start_us, k.end_us, k.device_name",
-                        {"t": alexnet}).rows
+                        {"t": alexnet}, trace=alexnet).rows
     got = {r["direction"]: r for r in rows(graph, "memcpy-overhead", alexnet)}
     assert set(got) == {d for d, *_ in copies}
     for d, r in got.items():
@@ -376,7 +377,7 @@ def test_fan_out_small(gpu, graph):
 
 
 def test_fan_out_on_seed(graph, alexnet):
-    pairs = graph.run("MATCH (o:Op {trace: $t})-[:CONSUMES]->(x:Tensor) RETURN o.name, x.name", {"t": alexnet}).rows
+    pairs = graph.run("MATCH (o:Op {trace: $t})-[:CONSUMES]->(x:Tensor) RETURN o.name, x.name", {"t": alexnet}, trace=alexnet).rows
     readers: dict = {}
     inputs: dict = {}
     for o, x in pairs:
@@ -418,7 +419,7 @@ def test_op_neighborhood_caps_at_ten_hops(graph):
 
 
 def test_op_neighborhood_on_seed(graph, alexnet):
-    edges = graph.run("MATCH (a:Op {trace: $t})-[:DATA|CONTROL]->(b:Op) RETURN a.name, b.name", {"t": alexnet}).rows
+    edges = graph.run("MATCH (a:Op {trace: $t})-[:DATA|CONTROL]->(b:Op) RETURN a.name, b.name", {"t": alexnet}, trace=alexnet).rows
     preds: dict = {}
     for a, b in edges:
         preds.setdefault(b, set()).add(a)
@@ -548,8 +549,9 @@ def test_trace_stored_with_another_layout_is_refused(graph, gpu):
     # A trace written by an older tracegraph lacks properties and nodes the
     # analyses read: refuse it by name instead of answering from nothing.
     assert rows(graph, "fan-out", gpu, n=1)
+    # (the catalog's Trace node: where the runner reads a trace's facts)
     graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) SET t.schema_version = 1", {"t": gpu}, write=True)
-    with pytest.raises(UserError, match=r"graph schema 1, this one reads 2\): ingest it again with --replace"):
+    with pytest.raises(UserError, match=rf"graph schema 1, this one reads {SCHEMA_VERSION}\): ingest it again with --replace"):
         run_analysis(graph, "fan-out", gpu, {})
     graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) REMOVE t.schema_version", {"t": gpu}, write=True)
     with pytest.raises(UserError, match="graph schema 1"):

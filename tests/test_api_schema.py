@@ -21,6 +21,9 @@ from schemathesis.config._checks import NegativeDataRejectionConfig  # not re-ex
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
 
+# The API's schema does not depend on the engine: the embedded one only.
+pytestmark = pytest.mark.parametrize("db_uri", ["embedded"], indirect=True)
+
 # Per operation; TRACEGRAPH_SCHEMA_EXAMPLES=500 for a longer hunt (then not derandomized).
 MAX_EXAMPLES = int(os.environ.get("TRACEGRAPH_SCHEMA_EXAMPLES", "40"))
 DERANDOMIZE = "TRACEGRAPH_SCHEMA_EXAMPLES" not in os.environ

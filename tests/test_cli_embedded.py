@@ -124,13 +124,16 @@ def test_cypher_read_only_unless_write(tmp_path):
     home = tmp_path / "home"
     run_cli("ingest", str(SEED_STEPSTATS), "--trace", "a", home=home, check=True)
     count = "MATCH (o:Op {trace: 'a'}) RETURN count(o) AS n"
-    assert json.loads(run_cli("cypher", count, "--format", "json", home=home, check=True).stdout) == [{"n": 118}]
-    assert run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", home=home).returncode == 1
+    on_a = ("--trace", "a")
+    assert json.loads(run_cli("cypher", count, *on_a, "--format", "json", home=home, check=True).stdout) == [{"n": 118}]
+    assert run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", *on_a,
+                   home=home).returncode == 1
     # _SOURCE has a record on the CPU and one on the GPU: two ops.
-    run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", "--write", home=home, check=True)
-    assert json.loads(run_cli("cypher", count, "--format", "json", home=home, check=True).stdout) == [{"n": 116}]
+    run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", *on_a, "--write", home=home,
+            check=True)
+    assert json.loads(run_cli("cypher", count, *on_a, "--format", "json", home=home, check=True).stdout) == [{"n": 116}]
     rows = json.loads(run_cli("cypher", "MATCH (o:Op {trace: $t}) RETURN o.name AS n ORDER BY n LIMIT 1", "--param", "t=a",
-                              "--format", "json", home=home, check=True).stdout)
+                              *on_a, "--format", "json", home=home, check=True).stdout)
     names = re.findall(r'node_name: "([^"]+)"', SEED_STEPSTATS.read_text())
     assert rows == [{"n": min(n for n in names if ":" not in n and n != "_SOURCE")}]
 

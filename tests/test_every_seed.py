@@ -42,7 +42,7 @@ def test_detection_by_content():
 
 def test_op_counts(seeds):
     def count(trace, where=""):
-        return seeds.run(f"MATCH (o:Op {{trace: $t}}) {where} RETURN count(o)", {"t": trace}).rows[0][0]
+        return seeds.run(f"MATCH (o:Op {{trace: $t}}) {where} RETURN count(o)", {"t": trace}, trace=trace).rows[0][0]
 
     opnames_lines = [l for l in SEED_OPNAMES.read_text().splitlines() if l.strip()]
     assert count("seed-opnames") == len(opnames_lines) == 2467
@@ -52,7 +52,7 @@ def test_op_counts(seeds):
     # The joined AlexNet trace has the StepStats ops plus listing-only ones,
     # and the listing's control inputs.
     assert count("seed-joined") > count("seed-stepstats")
-    ctrl = seeds.run("MATCH (:Op {trace: 'seed-joined'})-[c:CONTROL]->() RETURN count(c)").rows[0][0]
+    ctrl = seeds.run("MATCH (:Op {trace: 'seed-joined'})-[c:CONTROL]->() RETURN count(c)", trace="seed-joined").rows[0][0]
     assert ctrl == SEED_OPLIST.read_text().count(", ^")
 
 
@@ -62,8 +62,8 @@ def _params(analysis, graph, trace):
         if p.name == "op":
             # The first op (in execution order) that has a dependency, if any.
             linked = graph.run("MATCH (o:Op {trace: $t})-[:DATA|CONTROL]-() RETURN o.name ORDER BY o.seq LIMIT 1",
-                               {"t": trace}).rows
-            anyop = graph.run("MATCH (o:Op {trace: $t}) RETURN o.name ORDER BY o.seq LIMIT 1", {"t": trace}).rows
+                               {"t": trace}, trace=trace).rows
+            anyop = graph.run("MATCH (o:Op {trace: $t}) RETURN o.name ORDER BY o.seq LIMIT 1", {"t": trace}, trace=trace).rows
             out["op"] = (linked or anyop)[0][0]
         elif p.name == "base":
             out["base"] = trace
@@ -83,6 +83,5 @@ def test_every_analysis_answers(seeds, trace):
 
 def _expected_gaps(graph, trace, analysis):
     """Analyses whose @requires the trace genuinely lacks."""
-    facts = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t", {"t": trace}).rows[0][0]["properties"]
-    flags = {"times": "has_times", "deps": "has_deps", "memory": "has_memory", "kernels": "has_kernels", "copies": "has_copies"}
-    return {analysis.name} if any(not facts.get(flags[r]) for r in analysis.requires) else set()
+    facts = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t", {"t": trace}, trace=trace).rows[0][0]["properties"]
+    return {analysis.name} if any(not facts.get(fact.flag) for fact in analysis.requires) else set()

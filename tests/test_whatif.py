@@ -34,9 +34,9 @@ def test_factor_one_is_the_baseline_exactly(gpu, graph):
 
 
 def test_factor_one_is_the_baseline_exactly_on_seed(graph, alexnet):
-    stored = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.critical_path_us", {"t": alexnet}).rows[0][0]
+    stored = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.critical_path_us", {"t": alexnet}, trace=alexnet).rows[0][0]
     cp = graph.run("MATCH (o:Op {trace: $t}) WHERE o.cp_step IS NOT NULL RETURN o.name ORDER BY o.cp_step",
-                   {"t": alexnet}).rows
+                   {"t": alexnet}, trace=alexnet).rows
     for match in (["type=Conv2D"], ["name=."], ["type=Conv2D", "name=gradients/"]):
         r = what_if(graph, alexnet, match, 1.0)
         assert r["baseline_us"] == stored
@@ -97,17 +97,17 @@ def test_bad_requests(gpu, graph):
         what_if(graph, single, ["type=Mul"], 2)
 
 
-def test_cli(gpu, graph, tg_home):
+def test_cli(gpu, graph, tg_home, db_uri):
     out = run_cli("whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", "--format", "json",
-                  home=tg_home, check=True).stdout
+                  home=tg_home, db=db_uri, check=True).stdout
     r = json.loads(out)
     assert (r["critical_path_us"], r["baseline_us"], r["speedup"]) == (40.0, 60.0, 1.5)
     assert [p["op"] for p in r["path"]] == ABD
     one = json.loads(run_cli("whatif", "--trace", gpu, "--match", "name=.", "--factor", "1", "--format", "json",
-                             home=tg_home, check=True).stdout)
+                             home=tg_home, db=db_uri, check=True).stdout)
     assert one["critical_path_us"] == one["baseline_us"] == 60.0
-    table = run_cli("whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", home=tg_home, check=True).stdout
+    table = run_cli("whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", home=tg_home, db=db_uri, check=True).stdout
     assert "critical path 40.0 us (baseline 60.0 us, speedup 1.5x), 3 ops:" in table
     assert table.splitlines()[2].split() == ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
-    proc = run_cli("whatif", "--trace", "nope", "--match", "type=Conv2D", "--factor", "1", home=tg_home)
+    proc = run_cli("whatif", "--trace", "nope", "--match", "type=Conv2D", "--factor", "1", home=tg_home, db=db_uri)
     assert proc.returncode == 1 and proc.stderr.strip() == "tracegraph: error: no trace named 'nope' (see `tracegraph traces`)"

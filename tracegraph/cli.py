@@ -21,19 +21,32 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    if args.debug:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+        # The drivers' own debug output is every packet: warnings are what helps.
+        for noisy in ("neo4j", "urllib3", "asyncio"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return args.func(args) or 0
     except UserError as e:
         if args.debug:
             raise
-        print(f"tracegraph: error: {e}", file=sys.stderr)
-        return 1
+        hint = f" ({e.cli_hint})" if e.cli_hint else ""
+        print(f"tracegraph: error: {_one_line(str(e))}{hint}", file=sys.stderr)
+        return e.exit_code
     except KeyboardInterrupt:
         print("tracegraph: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `tracegraph query ... | head`
         sys.stderr.close()
         return 0
+
+
+def _one_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else text
 
 
 @contextmanager
@@ -90,10 +103,8 @@ def cmd_traces(args) -> int:
 
 
 def cmd_drop(args) -> int:
-    from tracegraph.ingest.store import drop_trace
-
     with _graph(args) as graph:
-        n = drop_trace(graph, args.trace)
+        n = graph.drop_trace(args.trace)
     print(f"dropped trace {args.trace} ({n:,} nodes)")
     return 0
 
@@ -105,8 +116,9 @@ def cmd_queries(args) -> int:
     items = catalog().values()
     if args.format == "json":
         print(json.dumps([{
-            "name": a.name, "summary": a.summary, "requires": list(a.requires),
-            "params": [{"name": p.name, "type": p.type, "required": p.required, "default": p.default, "doc": p.doc}
+            "name": a.name, "summary": a.summary, "requires": [f.value for f in a.requires],
+            "params": [{"name": p.name, "type": p.type, "required": p.required, "default": p.default, "doc": p.doc,
+                        "choices": list(p.choices)}
                        for p in a.params],
             "columns": [{"name": c.name, "doc": c.doc} for c in a.columns],
         } for a in items], indent=2))
@@ -123,7 +135,7 @@ def cmd_query(args) -> int:
 
     with _graph(args) as graph:
         result = run_analysis(graph, args.name, args.trace, _params(args.param))
-    if result.note and result.note.startswith("not available"):
+    if not result.available:
         print(result.note, file=sys.stderr)
         if args.format == "json":
             print("[]")
@@ -144,7 +156,7 @@ def cmd_cypher(args) -> int:
         except json.JSONDecodeError:
             params[k] = v
     with _graph(args) as graph:
-        res = graph.run(args.query, params, write=args.write)
+        res = graph.run(args.query, params, trace=args.trace, write=args.write)
     if res.columns:
         print(render(res.columns, res.rows, args.format))
     if args.write:
@@ -260,8 +272,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", required=True)
     s.set_defaults(func=cmd_query)
 
-    s = sub.add_parser("cypher", parents=[common, fmt, params], help="run ad-hoc Cypher (read-only unless --write)")
+    s = sub.add_parser("cypher", parents=[common, fmt, params], help="run ad-hoc Cypher (read-only unless --write)",
+                       description="Run one Cypher statement. --trace T binds $trace to T and, on FalkorDB "
+                                   "(where every trace is a graph of its own), runs it on T's graph; without "
+                                   "--trace it sees the Trace and OpTotals nodes of every trace (on Neo4j: "
+                                   "everything).")
     s.add_argument("query")
+    s.add_argument("--trace", help="the trace the query reads (bound as $trace)")
     s.add_argument("--write", action="store_true")
     s.set_defaults(func=cmd_cypher)
 

@@ -1,16 +1,47 @@
-"""Errors a user can act on. The CLI prints them as one line and exits 1;
-the HTTP API maps them to 4xx. Anything else is a bug and keeps its traceback.
+"""Errors a user can act on, by kind.
+
+Each class carries what it means to the two front ends: the CLI prints the
+message as one line and exits with ``exit_code``; the HTTP API answers
+``{"detail": message}`` with ``http_status``. Front ends map classes, never
+message text. Anything that is not a :class:`UserError` is a bug and keeps
+its traceback.
 """
 
 from __future__ import annotations
 
 
 class UserError(Exception):
-    """A problem with what the user asked for (unknown trace, bad parameter)."""
+    """A problem with what the user asked for (a bad parameter, say).
+
+    ``cli_hint`` is what the command line adds in parentheses (the command
+    that lists what exists, say); HTTP clients get the message alone.
+    """
+
+    exit_code = 1
+    http_status = 400
+
+    def __init__(self, *args: object, cli_hint: str | None = None) -> None:
+        super().__init__(*args)
+        self.cli_hint = cli_hint
+
+
+class BadRequest(UserError):
+    """A request that names things correctly but asks for something invalid
+    (a parameter of the wrong type, an unknown format name, a bad trace name)."""
+
+    http_status = 422
 
 
 class NotFound(UserError):
     """A named thing (trace, analysis, job) does not exist."""
+
+    http_status = 404
+
+
+class Conflict(UserError):
+    """The name is taken: a trace exists, or another process is loading it."""
+
+    http_status = 409
 
 
 class InputError(UserError):
@@ -20,6 +51,8 @@ class InputError(UserError):
     (``graph_exec.var[3].mem_plan``) or empty when the whole file is wrong.
     """
 
+    http_status = 400
+
     def __init__(self, path: str, what: str, where: str = "") -> None:
         self.path = str(path)
         self.what = what
@@ -28,5 +61,36 @@ class InputError(UserError):
         super().__init__(f"{self.path}{loc}: {what}")
 
 
+class UnknownFormat(InputError):
+    """A file whose content matches no supported format."""
+
+    http_status = 415
+
+
+class TooLarge(InputError):
+    """A file (or a line of it) past the documented input limits."""
+
+    http_status = 413
+
+
+class QueryError(UserError):
+    """The database refused a statement (syntax, types, a missing function)."""
+
+    http_status = 400
+
+
+class ReadOnlyViolation(QueryError):
+    """A statement tried to write where only reading is allowed."""
+
+    http_status = 403
+
+
+class QueryTimeout(QueryError):
+    """A statement ran past its time limit and was stopped."""
+
+
 class DatabaseError(UserError):
-    """The database cannot be reached or refused the request."""
+    """The database cannot be reached, refused the credentials, or is not
+    one tracegraph can use (missing database, too old, old layout)."""
+
+    http_status = 503

@@ -59,3 +59,26 @@ def _csv_cell(v):
 
 def _numeric(v: str) -> bool:
     return bool(v) and v.replace(",", "").replace(".", "", 1).replace("-", "", 1).replace("e", "", 1).isdigit()
+
+
+def jsonable(v: object) -> object:
+    """Plain JSON values: NaN/inf as null, dates as ISO text, numpy scalars
+    as Python numbers, anything else unknown as its text."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "replace")
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if hasattr(v, "item"):  # numpy scalars
+        try:
+            return jsonable(v.item())
+        except (TypeError, ValueError):
+            pass
+    return str(v)

@@ -1,22 +1,62 @@
-"""The one interface both engines implement, and the value shapes it returns.
+"""The one interface every engine implements, and the values it trades in.
 
-Everything above this layer (loader, catalog, CLI, HTTP) talks to a
+Everything above this package (ingest, the catalog, CLI, HTTP) talks to a
 :class:`Graph` and never imports a driver, so the same Cypher text and the
-same code path serve FalkorDB and Neo4j.
+same code path serve FalkorDB and Neo4j. What differs between engines (how
+a trace is laid out, how a load becomes visible atomically, how a dead
+loader is recognized) lives behind :meth:`Graph.store_trace`,
+:meth:`Graph.drop_trace` and :meth:`Graph.sweep`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-# Labels whose nodes carry (trace, uid); schema setup indexes each of them.
+import pandas as pd
+
+from tracegraph.errors import BadRequest, Conflict, QueryTimeout
+
 # The layout of a stored trace (labels, properties, relationships), stored
 # on its Trace node: analyses refuse a trace written with another layout
 # instead of answering from properties it does not have.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-LABELS = ("Trace", "Op", "Kernel", "Tensor", "Allocation", "Device", "Stream", "Allocator", "MemoryTimeline")
+# Labels whose nodes carry (trace, uid).
+LABELS = ("Trace", "OpTotals", "Op", "Kernel", "Tensor", "Allocation", "Device", "Stream", "Allocator",
+          "MemoryTimeline")
+# The per-trace nodes that cross-trace analyses (trace-diff, trace-diff-summary)
+# read: an engine that keeps each trace apart must also keep these together.
+CATALOG_LABELS = ("Trace", "OpTotals")
+
+T = TypeVar("T")
+
+# Progress callback of a load: (elements written, elements in all).
+Progress = Callable[[int, int], None]
+
+MAX_TRACE_NAME = 200
+
+
+def check_trace_name(name: str) -> None:
+    """The one rule for trace names, everywhere (CLI, HTTP, storage).
+
+    1-200 printable characters without leading or trailing spaces, no ``/``
+    (a name is a URL path segment of the HTTP API) and no ``~`` (reserved
+    for the names of loads and drops in progress).
+    """
+    if (not name or len(name) > MAX_TRACE_NAME or "~" in name or "/" in name or name != name.strip()
+            or not name.isprintable()):
+        raise BadRequest(f"bad trace name {name!r}: 1-{MAX_TRACE_NAME} printable characters, no '/' or '~', "
+                         "no leading or trailing spaces")
+
+
+def name_taken(name: str) -> Conflict:
+    """The error for storing a trace under a name a trace already has."""
+    return Conflict(f"trace {name!r} exists (to overwrite it: --replace, or replace=true over HTTP)")
 
 
 @dataclass
@@ -25,44 +65,152 @@ class Result:
 
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
-    stats: dict = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, r)) for r in self.rows]
 
 
-def node_value(element_id: Any, labels: list[str], properties: dict) -> dict:
+def node_value(element_id: Any, labels: list[str], properties: dict[str, Any]) -> dict[str, Any]:
     """A node as JSON: ``{"kind": "node", "id", "labels", "properties"}``."""
     return {"kind": "node", "id": str(element_id), "labels": list(labels), "properties": dict(properties)}
 
 
-def relationship_value(element_id: Any, rel_type: str, start: Any, end: Any, properties: dict) -> dict:
+def relationship_value(element_id: Any, rel_type: str, start: Any, end: Any,
+                       properties: dict[str, Any]) -> dict[str, Any]:
     """A relationship as JSON: type, start and end node ids, properties."""
     return {"kind": "relationship", "id": str(element_id), "type": rel_type,
             "start": str(start), "end": str(end), "properties": dict(properties)}
 
 
-def path_value(nodes: list[dict], relationships: list[dict]) -> dict:
+def path_value(nodes: list[dict[str, Any]], relationships: list[dict[str, Any]]) -> dict[str, Any]:
     """A path as JSON: its nodes and relationships in order."""
     return {"kind": "path", "nodes": nodes, "relationships": relationships}
+
+
+@dataclass(frozen=True)
+class NodeTable:
+    """One node per row of ``frame``: label ``label``, properties ``uid``
+    plus ``columns`` (a missing value is a property left out). ``table``
+    names the frame: a relationship table built from the same frame holds
+    a subset of its rows (a loader may write both in one pass)."""
+
+    label: str
+    table: str
+    frame: pd.DataFrame
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RelTable:
+    """One relationship per row of ``frame``: ``(start)-[:type]->(end)``
+    with both ends named by uid (columns ``src`` and ``dst``), properties
+    ``columns``; ``frame`` holds the rows of table ``table`` that have both ends."""
+
+    type: str
+    start: str
+    end: str
+    table: str
+    frame: pd.DataFrame
+    src: str
+    dst: str
+    columns: tuple[str, ...]
+
+
+@dataclass
+class TraceTables:
+    """Everything one trace stores, engine-neutral (built by ingest).
+
+    ``trace_props`` are the Trace node's properties besides ``trace``,
+    ``uid`` and ``status``; ``membership`` lists ``(type, label)``: a
+    relationship from the Trace node to every node of that label;
+    ``int_columns`` are properties that are integers even where pandas
+    widened them to floats (a column with nulls).
+    """
+
+    trace_props: dict[str, Any]
+    nodes: list[NodeTable]
+    rels: list[RelTable]
+    membership: list[tuple[str, str]]
+    int_columns: frozenset[str]
+
+    def elements(self) -> int:
+        """Nodes and relationships to write, membership excluded (the unit of progress)."""
+        return sum(len(t.frame) for t in self.nodes) + sum(len(t.frame) for t in self.rels)
 
 
 class Graph(Protocol):
     """A connection to one tracegraph database.
 
-    ``run`` executes one Cypher statement. ``write=False`` asks the engine
-    itself to refuse writes (a read transaction on Neo4j, ``GRAPH.RO_QUERY``
-    on FalkorDB): that, not keyword filtering, is what makes ad-hoc queries
-    safe. ``timeout_ms`` bounds the statement on the server.
+    ``run`` executes one Cypher statement. ``trace`` names the trace the
+    statement reads (engines that keep each trace in a graph of its own
+    run it there; it is also what ``$trace`` means in the catalog's texts);
+    without it the statement sees every trace's ``Trace`` and ``OpTotals``
+    nodes (and, on engines that keep all traces together, everything).
+    ``write=False`` asks the engine itself to refuse writes (a read
+    transaction on Neo4j, ``GRAPH.RO_QUERY`` on FalkorDB): that, not
+    keyword filtering, is what makes ad-hoc queries safe. ``timeout_ms``
+    bounds the whole statement, rows included.
     """
 
-    kind: str
+    backend: str  # "embedded", "falkordb" or "neo4j": for people (health, version), not for branching
 
-    def run(self, query: str, params: dict | None = None, *, write: bool = False,
-            timeout_ms: int | None = None) -> Result: ...
+    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
+            write: bool = False, timeout_ms: int | None = None) -> Result: ...
 
-    def ensure_schema(self) -> None: ...
+    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
+                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+        """Write a trace, all or nothing: readers see the old version (or
+        none) until the new one is complete, then the new one. Raises
+        Conflict when ``name`` exists and ``replace`` is false (checked
+        again at the moment the new version becomes visible)."""
+        ...
+
+    def drop_trace(self, name: str) -> int:
+        """Remove a trace atomically (NotFound when there is none); returns its node count."""
+        ...
+
+    def sweep(self) -> list[str]:
+        """Remove what dead loaders and interrupted drops left behind; returns what was removed."""
+        ...
 
     def version(self) -> str: ...
 
     def close(self) -> None: ...
+
+
+class Deadline:
+    """Statements with a time limit on the whole of them, rows included.
+
+    The engines' own timeouts are checked now and then (Neo4j's monitor
+    every 2 s by default, FalkorDB between operations) and do not cover
+    decoding the rows; so a timed statement runs on a worker thread and
+    the caller gets QueryTimeout when the limit passes. The engine's own
+    timeout (given the same limit) stops the statement soon after;
+    whatever it answers late is dropped.
+    """
+
+    def __init__(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="tracegraph-timed")
+
+    def run(self, limit_ms: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, or QueryTimeout once ``limit_ms`` has passed."""
+        future = self._pool.submit(fn, *args, **kwargs)
+        try:
+            return future.result(timeout=limit_ms / 1000)
+        except concurrent.futures.TimeoutError:
+            raise QueryTimeout(f"the query timed out: it ran past its time limit of {limit_ms:,} ms") from None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def checkpoint(name: str) -> None:
+    """A named point in a load or drop where tests can kill this process.
+
+    ``TRACEGRAPH_KILL_AT=name`` sends SIGKILL to the process itself when it
+    reaches that point: the crash-safety tests use it to die exactly where
+    a power cut could. Unset (always, outside those tests), it does nothing.
+    """
+    if os.environ.get("TRACEGRAPH_KILL_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -110,9 +110,12 @@ class EmbeddedServer:
             server, "--port", "0", "--bind", "127.0.0.1",
             "--unixsocket", str(self.socket), "--unixsocketperm", "700",
             "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
-            # tracegraph compacts the log itself after a load (load_falkor.compact_log);
+            # tracegraph compacts the log itself after a load (FalkorGraph._compact_log);
             # an automatic rewrite in the middle of a load would be wasted work.
             "--auto-aof-rewrite-percentage", "0",
+            # A replace (RENAME over a trace's graph) frees the old graph in
+            # the background instead of blocking every client meanwhile.
+            "--lazyfree-lazy-server-del", "yes",
             "--save", "", "--logfile", str(log), "--pidfile", str(self.data_dir / "server.pid"),
             "--protected-mode", "yes", "--daemonize", "no",
             "--loadmodule", module,

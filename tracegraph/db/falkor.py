@@ -1,92 +1,321 @@
 """FalkorDB through its own client (``falkordb``), embedded or remote.
 
-All traces live in one graph (default ``tracegraph``) and are told apart by
-the ``trace`` property, exactly as on Neo4j, so one Cypher text fits both.
+Layout (``P`` is the graph name of the URI, ``tracegraph`` by default):
+
+* ``P:trace:NAME``: one graph per trace, holding exactly the nodes and
+  relationships Neo4j holds for that trace, so one Cypher text fits both;
+* ``P``: the catalog graph: a copy of every trace's ``Trace`` and
+  ``OpTotals`` nodes, which listing and the cross-trace analyses read;
+* ``P:load:ID``: a load in progress, owned by the client connection named
+  ``tracegraph-load:ID`` (the lease: it dies with the loader's process);
+* ``P:layout``: the layout's version (3).
+
+Why a graph per trace: FalkorDB 4.16 corrupts a graph that has deleted
+node slots below live nodes past id 16,384 once the graph goes through an
+RDB round trip (``tests/falkordb_slot_repro.py``). tracegraph never
+deletes a node: a load writes a fresh key, a replace is a RENAME over the
+old key and a drop removes the whole key, each together with its catalog
+update in one MULTI/EXEC, which is atomic for readers and in the
+append-only file alike. Catalog nodes of dropped traces stay as
+tombstones (``status: 'dropped'``, no other property) for the same reason.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from falkordb import FalkorDB
+from falkordb import Graph as FGraph
 from falkordb.edge import Edge
+from falkordb.helpers import stringify_param_value
 from falkordb.node import Node
 from falkordb.path import Path as FPath
 
-from tracegraph.db.base import LABELS, Result, node_value, path_value, relationship_value
-from tracegraph.errors import DatabaseError, UserError
+from tracegraph.db import falkor_load
+from tracegraph.db.base import (CATALOG_LABELS, Deadline, Progress, Result, TraceTables, check_trace_name, checkpoint, name_taken,
+                                node_value, path_value, relationship_value)
+from tracegraph.db.values import row_dicts
+from tracegraph.errors import (Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation,
+                               UserError)
+
+LAYOUT = "3"
+LEASE_PREFIX = "tracegraph-load:"
+# Embedded: rewrite the append-only file once loads have grown it by this
+# much (see compact_log).
+AOF_COMPACT_BYTES = 8 << 20
 
 
 class FalkorGraph:
-    """One FalkorDB graph. ``kind`` is ``falkordb`` (or ``embedded``)."""
+    """A tracegraph database on one FalkorDB server. ``backend`` is
+    ``falkordb`` (a server the user runs) or ``embedded``."""
 
-    def __init__(self, *, host: str | None = None, port: int | None = None,
-                 unix_socket: str | None = None, graph: str = "tracegraph",
-                 kind: str = "falkordb", on_close=None) -> None:
-        self.kind = kind
+    def __init__(self, *, host: str | None = None, port: int | None = None, unix_socket: str | None = None,
+                 prefix: str = "tracegraph", backend: str = "falkordb",
+                 on_close: Callable[[], None] | None = None, where: str | None = None) -> None:
+        self.backend = backend
+        self.prefix = prefix
         self._on_close = on_close
+        self._where = where or unix_socket or f"{host}:{port}"
+        self._address = ({"unix_socket_path": unix_socket} if unix_socket
+                         else {"host": host or "localhost", "port": port or 6379})
         try:
-            if unix_socket:
-                self._db = FalkorDB(unix_socket_path=unix_socket)
-            else:
-                self._db = FalkorDB(host=host or "localhost", port=port or 6379)
-            self._db.connection.ping()
+            self._db = FalkorDB(**self._address)
+            self._redis = self._db.connection
+            self._redis.ping()
         except redis.RedisError as e:
-            where = unix_socket or f"{host}:{port}"
-            raise DatabaseError(f"cannot reach FalkorDB at {where}: {e}") from None
-        self._graph = self._db.select_graph(graph)
-        if not self._db.connection.exists(graph):
-            # Read-only queries on a graph that does not exist yet fail with
-            # "empty key"; creating the schema creates the graph.
-            self.ensure_schema()
+            raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {_first_line(e)}") from None
+        self._deadline = Deadline()
+        self._check_layout()
 
-    def run(self, query: str, params: dict | None = None, *, write: bool = False,
-            timeout_ms: int | None = None) -> Result:
-        params = _clean(params) if params else None
+    # -- keys --------------------------------------------------------------
+
+    def _trace_key(self, name: str) -> str:
+        return f"{self.prefix}:trace:{name}"
+
+    def _load_key(self, load_id: str) -> str:
+        return f"{self.prefix}:load:{load_id}"
+
+    def _check_layout(self) -> None:
+        layout_key = f"{self.prefix}:layout"
+        raw = self._redis.get(layout_key)
+        found = raw.decode() if isinstance(raw, bytes) else raw
+        if found is None and self._redis.exists(self.prefix):
+            raise DatabaseError(
+                f"the FalkorDB graph {self.prefix!r} at {self._where} holds traces in the layout of tracegraph "
+                "0.1 (every trace in one graph, which FalkorDB can corrupt on replace or drop); tracegraph 0.2 "
+                "cannot read it: " + ("move the data directory away" if self.backend == "embedded"
+                                      else f"delete the key {self.prefix!r}") + " and ingest the traces again")
+        if found is not None and found != LAYOUT:
+            raise DatabaseError(f"the FalkorDB graph {self.prefix!r} at {self._where} has layout {found}, "
+                                f"this tracegraph reads layout {LAYOUT}: use the tracegraph that wrote it")
+        if found is None:
+            # The catalog's indexes create its key; the layout key says who owns it.
+            self._query(self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)", None, write=True)
+            self._query(self.prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)", None, write=True)
+            self._redis.set(layout_key, LAYOUT)
+
+    # -- statements --------------------------------------------------------
+
+    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
+            write: bool = False, timeout_ms: int | None = None) -> Result:
+        if trace is None:
+            return self._query(self.prefix, query, params, write=write, timeout_ms=timeout_ms)
+        key = self._trace_key(trace)
+        if not self._redis.exists(key):
+            raise NotFound(f"no trace named {trace!r}")
+        return self._query(key, query, {**(params or {}), "trace": trace}, write=write, timeout_ms=timeout_ms)
+
+    def _query(self, key: str, query: str, params: dict[str, Any] | None, *, write: bool,
+               timeout_ms: int | None = None) -> Result:
+        if not timeout_ms:
+            return self._statement(key, query, params, write=write)
+        return self._deadline.run(timeout_ms, self._statement, key, query, params, write=write, timeout_ms=timeout_ms)
+
+    def _statement(self, key: str, query: str, params: dict[str, Any] | None, *, write: bool,
+                   timeout_ms: int | None = None) -> Result:
+        # A fresh client-side Graph per statement: its cache of label and
+        # property names must not outlive a replace of the key by anyone.
+        graph = FGraph(self._db, key)
         try:
             if write:
-                res = self._graph.query(query, params, timeout=timeout_ms)
+                res = graph.query(query, _clean(params) if params else None, timeout=timeout_ms)
             else:
-                res = self._graph.ro_query(query, params, timeout=timeout_ms)
+                res = graph.ro_query(query, _clean(params) if params else None, timeout=timeout_ms)
         except redis.ConnectionError as e:
-            raise DatabaseError(f"lost connection to FalkorDB: {e}") from None
+            raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {_first_line(e)}") from None
         except redis.ResponseError as e:
-            raise UserError(f"FalkorDB refused the query: {str(e).splitlines()[0]}") from None
+            raise _query_error(e) from None
+        except (ValueError, TypeError) as e:  # the client cannot send these parameters
+            raise QueryError(f"FalkorDB cannot take these parameters: {_first_line(e)}") from None
         columns = [h[1] if isinstance(h, (list, tuple)) else str(h) for h in (res.header or [])]
         rows = [[_value(v) for v in row] for row in (res.result_set or [])]
         stats = {"nodes_created": res.nodes_created, "relationships_created": res.relationships_created,
                  "nodes_deleted": res.nodes_deleted, "relationships_deleted": res.relationships_deleted,
                  "properties_set": res.properties_set}
-        return Result(columns=columns, rows=rows, stats=stats)
+        return Result(columns=columns, rows=rows, stats={k: int(v or 0) for k, v in stats.items()})
 
-    def ensure_schema(self) -> None:
-        """A range index on ``trace`` and ``uid`` for every label.
+    # -- storing -----------------------------------------------------------
 
-        FalkorDB has no composite uniqueness constraint, so uniqueness of
-        (trace, uid) is kept by the loader: a trace is written once, by one
-        loader, under a name no other trace holds.
-        """
-        existing = {(r[0], tuple(r[1])) for r in self._graph.query("CALL db.indexes() YIELD label, properties RETURN label, properties").result_set}
-        for label in LABELS:
-            for prop in ("trace", "uid"):
-                if not any(lbl == label and prop in props for lbl, props in existing):
-                    self._graph.query(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+    def trace_exists(self, name: str) -> bool:
+        return bool(self._redis.exists(self._trace_key(name)))
+
+    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
+                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+        check_trace_name(name)
+        self.sweep()
+        if not replace and self.trace_exists(name):
+            raise name_taken(name)
+        load_id = uuid.uuid4().hex
+        key = self._load_key(load_id)
+        lease = redis.Redis(**self._address, single_connection_client=True, client_name=LEASE_PREFIX + load_id)
+        try:
+            lease.ping()  # the lease holds from here until the connection closes
+            props = {**tables.trace_props, "trace": name, "uid": "trace", "status": "ready"}
+            res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
+            checkpoint("load-started")
+
+            def run_write(query: str, params: dict[str, Any] | None) -> Result:
+                return self._query(key, query, params, write=True)
+
+            falkor_load.load(run_write, name, int(res.rows[0][0]), tables, progress)
+            self._verify(key, tables)
+            checkpoint("load-written")
+            self._publish(key, name, tables, replace)
+            checkpoint("load-published")
+        except BaseException:
+            try:
+                self._redis.unlink(key)
+            except redis.RedisError:
+                pass  # the next sweep removes it: its lease is gone with this process
+            raise
+        finally:
+            lease.close()
+        self._compact_log()
+        counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
+        return counts
+
+    def _verify(self, key: str, tables: TraceTables) -> None:
+        """The load's graph holds exactly what was written (a lease lost to a
+        server restart, and a sweep that removed the key, would show here)."""
+        members = {label for _, label in tables.membership}
+        want_nodes = sum(len(t.frame) for t in tables.nodes) + 1
+        want_rels = (sum(len(r.frame) for r in tables.rels)
+                     + sum(len(t.frame) for t in tables.nodes if t.label in members))
+        got = self._query(key, "MATCH (n) RETURN count(n)", None, write=False).rows[0][0]
+        got_rels = self._query(key, "MATCH ()-[r]->() RETURN count(r)", None, write=False).rows[0][0]
+        if (got, got_rels) != (want_nodes, want_rels):
+            raise DatabaseError(f"the load of this trace lost data on the server ({got} of {want_nodes} nodes, "
+                                f"{got_rels} of {want_rels} relationships); nothing was published")
+
+    def _publish(self, key: str, name: str, tables: TraceTables, replace: bool) -> None:
+        """RENAME the load over the trace's key and update the catalog, in one
+        MULTI/EXEC; without ``replace`` the trace's key is WATCHed, so that a
+        trace of that name published meanwhile makes this one fail."""
+        target = self._trace_key(name)
+        catalog = [("Trace", {**tables.trace_props, "trace": name, "uid": "trace", "status": "ready"})]
+        for t in tables.nodes:
+            if t.label in CATALOG_LABELS:
+                for row in row_dicts(t.frame, ["uid", *t.columns], tables.int_columns):
+                    catalog.append((t.label, {**row, "trace": name}))
+        with self._redis.pipeline(transaction=True) as pipe:
+            try:
+                if not replace:
+                    pipe.watch(target)
+                    if pipe.exists(target):
+                        raise name_taken(name)
+                pipe.multi()
+                pipe.rename(key, target)
+                for label, props in catalog:
+                    pipe.execute_command("GRAPH.QUERY", self.prefix, _with_params(
+                        f"MERGE (n:{label} {{trace: $trace, uid: $uid}}) SET n = $props",
+                        {"trace": name, "uid": props["uid"], "props": _clean(props)}))
+                replies = pipe.execute(raise_on_error=False)
+            except redis.WatchError:
+                raise Conflict(f"trace {name!r} was stored by another process meanwhile") from None
+        failed = [r for r in replies if isinstance(r, Exception)]
+        if failed:
+            raise DatabaseError(f"FalkorDB did not publish trace {name!r}: {_first_line(failed[0])}")
+
+    def drop_trace(self, name: str) -> int:
+        key = self._trace_key(name)
+        res = self._query(self.prefix, "MATCH (t:Trace {trace: $trace, uid: 'trace'}) WHERE t.status = 'ready' "
+                                       "RETURN t.node_count", {"trace": name}, write=False)
+        if not res.rows or not self._redis.exists(key):
+            raise NotFound(f"no trace named {name!r}")
+        checkpoint("drop-started")
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.unlink(key)
+            pipe.execute_command("GRAPH.QUERY", self.prefix, _with_params(
+                "MATCH (n {trace: $trace}) WHERE n:Trace OR n:OpTotals "
+                "SET n = {trace: $trace, uid: n.uid, status: 'dropped'}", {"trace": name}))
+            pipe.execute()
+        checkpoint("drop-done")
+        return int(res.rows[0][0] or 0)
+
+    def sweep(self) -> list[str]:
+        """Remove loads whose loader is gone (no client holds their lease)."""
+        try:
+            live = {c.get("name", "")[len(LEASE_PREFIX):] for c in self._redis.client_list()
+                    if c.get("name", "").startswith(LEASE_PREFIX)}
+            removed = []
+            for raw in self._redis.scan_iter(match=self._load_key("*"), count=1000):
+                key = raw.decode() if isinstance(raw, bytes) else raw
+                if key.rsplit(":", 1)[-1] not in live:
+                    self._redis.unlink(key)
+                    removed.append(key)
+        except redis.RedisError as e:
+            raise DatabaseError(f"FalkorDB at {self._where}: {_first_line(e)}") from None
+        return removed
+
+    def _compact_log(self) -> None:
+        """Embedded only: once loads have grown the append-only file by
+        AOF_COMPACT_BYTES, rewrite it as a snapshot and wait for the rewrite.
+
+        The next server start then loads the graphs instead of replaying
+        every load statement; waiting matters because the server may stop
+        soon after this process leaves, and stopping kills a rewrite."""
+        if self.backend != "embedded":
+            return
+        try:
+            info = self._redis.info("persistence")
+            if not info.get("aof_enabled") or (
+                    info.get("aof_current_size", 0) - info.get("aof_base_size", 0) < AOF_COMPACT_BYTES):
+                return
+            if not info.get("aof_rewrite_in_progress"):
+                self._redis.bgrewriteaof()
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                info = self._redis.info("persistence")
+                if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+                    return
+                time.sleep(0.05)
+        except redis.RedisError:
+            return  # compaction is an optimization, never fatal
+
+    # -- the rest of the interface ----------------------------------------
 
     def version(self) -> str:
-        info = self._db.connection.info("server")
-        mods = self._db.connection.execute_command("MODULE", "LIST")
-        graph_ver = next((m[3] for m in mods if m[1] in (b"graph", "graph")), None)
+        info = self._redis.info("server")
+        mods = self._redis.execute_command("MODULE", "LIST")
+        graph_ver = next((m[b"ver"] if isinstance(m, dict) else m[3] for m in mods
+                          if (m.get(b"name") if isinstance(m, dict) else m[1]) in (b"graph", "graph")), None)
         return f"redis {info.get('redis_version')}, FalkorDB module {graph_ver}"
 
     def close(self) -> None:
+        self._deadline.close()
         try:
-            self._db.connection.close()
+            self._redis.close()
         finally:
             if self._on_close:
                 self._on_close()
                 self._on_close = None
+
+
+def _with_params(query: str, params: dict[str, Any]) -> str:
+    """A statement with its parameters in the ``CYPHER k=v`` header, as the
+    client would send it (for statements sent inside MULTI/EXEC)."""
+    return "CYPHER " + " ".join(f"{k}={stringify_param_value(v)}" for k, v in params.items()) + " " + query
+
+
+def _query_error(e: redis.ResponseError) -> UserError:
+    text = _first_line(e)
+    low = text.lower()
+    if "timed out" in low or "timeout" in low:
+        return QueryTimeout(f"the query timed out: it ran past its time limit ({text})")
+    if "read-only" in low or "ro_query" in low or "is a write" in low:
+        return ReadOnlyViolation(f"this query may only read: FalkorDB refused a write ({text})")
+    return QueryError(f"FalkorDB refused the query: {text}")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _clean(value: Any) -> Any:

@@ -1,77 +1,376 @@
-"""Neo4j 5 through the official ``neo4j`` driver."""
+"""Neo4j 5 through the official ``neo4j`` driver.
+
+Layout: every trace in one database, told apart by the ``trace`` property
+that every node carries; ``(trace, uid)`` is unique per label (constraint)
+and ``trace`` is indexed. A load in progress, and a trace being dropped,
+live under reserved names: ``NAME~load~ID`` and ``NAME~drop~ID``.
+
+Atomicity: nodes and relationships are written in batches under the load's
+name; one final transaction then renames the old version (if any) to a
+drop name and the new one to ``NAME``, so at every instant a reader sees
+the old version or the new one, never neither, never both. What carries a
+drop name is deleted afterwards in batches, by the same process or, if it
+died, by the next :meth:`Neo4jGraph.sweep`. A drop is that same rename
+followed by the same deletion.
+
+Liveness of a loader: it keeps a transaction open for as long as it works,
+with metadata ``{"tracegraph_lease": ID}`` (the lease). The server ends
+that transaction when the loader's connection goes, so ``SHOW TRANSACTIONS``
+tells at once whether the owner of a leftover is still alive.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import uuid
+from collections.abc import Callable
 from typing import Any
 
-import neo4j
-from neo4j import GraphDatabase
-from neo4j.exceptions import AuthError, ClientError, Neo4jError, ServiceUnavailable
+from neo4j import GraphDatabase, NotificationMinimumSeverity, unit_of_work
+from neo4j.exceptions import (AuthError, ClientError, ConfigurationError, ConstraintError, DriverError, Neo4jError,
+                              ServiceUnavailable, SessionExpired, TransientError)
 from neo4j.graph import Node, Path, Relationship
 
-from tracegraph.db.base import LABELS, Result, node_value, path_value, relationship_value
-from tracegraph.errors import DatabaseError, UserError
+from tracegraph.db.base import (LABELS, Deadline, Progress, Result, TraceTables, check_trace_name, checkpoint, name_taken, node_value,
+                                path_value, relationship_value)
+from tracegraph.db.values import column_values
+from tracegraph.errors import (Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation,
+                               UserError)
+
+# The driver logs through `logging`; with no handler configured, Python
+# would print its warnings on stderr. Users see tracegraph's own one-line
+# errors instead (``--debug`` configures logging and shows the driver's).
+logging.getLogger("neo4j").addHandler(logging.NullHandler())
+
+# Rows per UNWIND batch (TRACEGRAPH_NEO4J_BATCH_ROWS); bench/RESULTS.md has the measurements.
+BATCH_ROWS = int(os.environ.get("TRACEGRAPH_NEO4J_BATCH_ROWS", "10000"))
+# Nodes deleted (or renamed) per transaction when a leftover is removed.
+DELETE_BATCH = 20000
+LEASE_KEY = "tracegraph_lease"
 
 
 class Neo4jGraph:
     """One Neo4j database (default: the server's default database)."""
 
-    kind = "neo4j"
+    backend = "neo4j"
 
     def __init__(self, uri: str, auth: tuple[str, str] | None, database: str | None = None) -> None:
-        self._driver = GraphDatabase.driver(uri, auth=auth)
+        self._uri = uri
         self._database = database
+        self._schema_ready = False
+        self._deadline = Deadline()
+        try:
+            self._driver = GraphDatabase.driver(uri, auth=auth, user_agent="tracegraph",
+                                                notifications_min_severity=NotificationMinimumSeverity.OFF)
+        except (ConfigurationError, ValueError) as e:
+            raise DatabaseError(f"bad Neo4j URI {uri!r}: {e}") from None
+        try:
+            self._check_server()
+        except BaseException:
+            self._driver.close()
+            raise
+
+    def _check_server(self) -> None:
+        """One-line errors for the ways a server can be unusable."""
+        who = f"Neo4j at {self._uri}"
         try:
             self._driver.verify_connectivity()
-        except (ServiceUnavailable, AuthError, OSError, ValueError) as e:
-            self._driver.close()
-            raise DatabaseError(f"cannot reach Neo4j at {uri}: {e}") from None
+            agent = self._driver.get_server_info().agent
+            found = re.search(r"/(\d+)\.", agent)
+            major = int(found.group(1)) if found else 0
+            if major < 5:
+                raise DatabaseError(f"{who} is {agent}: tracegraph needs Neo4j 5 or newer")
+            self.run("RETURN 1")
+        except AuthError:
+            raise DatabaseError(f"{who} refused the credentials: give them in the URI (neo4j://user:password@host) "
+                                "or in NEO4J_USER / NEO4J_PASSWORD") from None
+        except (ServiceUnavailable, SessionExpired, OSError) as e:
+            raise DatabaseError(f"cannot reach {who}: {_first_line(e)}") from None
 
-    def run(self, query: str, params: dict | None = None, *, write: bool = False,
-            timeout_ms: int | None = None) -> Result:
-        tx_query = neo4j.Query(query, timeout=timeout_ms / 1000 if timeout_ms else None)
+    # -- statements --------------------------------------------------------
 
-        def work(tx):
-            res = tx.run(tx_query, params or {})
-            keys = list(res.keys())
-            rows = [[_value(v) for v in rec.values()] for rec in res]
-            counters = res.consume().counters
-            return keys, rows, counters
+    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
+            write: bool = False, timeout_ms: int | None = None) -> Result:
+        if trace is not None:
+            params = {**(params or {}), "trace": trace}
+        if not timeout_ms:
+            return self._transaction(lambda tx: _run_in(tx, query, params or {}), write=write)
+        return self._deadline.run(timeout_ms, self._transaction, lambda tx: _run_in(tx, query, params or {}),
+                                  write=write, timeout_ms=timeout_ms)
 
+    def _transaction(self, work: Callable[[Any], Any], *, write: bool, timeout_ms: int | None = None,
+                     metadata: dict[str, Any] | None = None) -> Any:
+        """``work(tx)`` in one managed transaction (retried on transient errors)."""
+        fn = unit_of_work(timeout=timeout_ms / 1000 if timeout_ms else None, metadata=metadata)(work)
         try:
-            with self._driver.session(database=self._database) as session:
-                fn = session.execute_write if write else session.execute_read
-                keys, rows, c = fn(work)
-        except ServiceUnavailable as e:
-            raise DatabaseError(f"lost connection to Neo4j: {e}") from None
-        except (ClientError, Neo4jError) as e:
-            raise UserError(f"Neo4j refused the query: {e.message or e}") from None
-        stats = {"nodes_created": c.nodes_created, "relationships_created": c.relationships_created,
-                 "nodes_deleted": c.nodes_deleted, "relationships_deleted": c.relationships_deleted,
-                 "properties_set": c.properties_set}
-        return Result(columns=keys, rows=rows, stats=stats)
+            with self._driver.session(database=self._database,
+                                      default_access_mode="WRITE" if write else "READ") as session:
+                return session.execute_write(fn) if write else session.execute_read(fn)
+        except (ServiceUnavailable, SessionExpired) as e:
+            raise DatabaseError(f"lost connection to Neo4j at {self._uri}: {_first_line(e)}") from None
+        except AuthError:
+            raise DatabaseError(f"Neo4j at {self._uri} refused the credentials") from None
+        except Neo4jError as e:
+            raise self._error(e) from None
+        except DriverError as e:
+            raise QueryError(f"Neo4j: {_first_line(e)}") from None
+
+    def _error(self, e: Neo4jError) -> UserError:
+        code = e.code or ""
+        text = _first_line(e.message or str(e))
+        if code == "Neo.ClientError.Database.DatabaseNotFound":
+            return DatabaseError(f"Neo4j at {self._uri} has no database {self._database or '(default)'!r}")
+        if code.startswith("Neo.ClientError.Security."):
+            return DatabaseError(f"Neo4j at {self._uri} refused access: {text}")
+        if code in ("Neo.ClientError.Transaction.TransactionTimedOut",
+                    "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"):
+            return QueryTimeout(f"the query timed out: it ran past its time limit ({text})")
+        if code == "Neo.ClientError.Statement.AccessMode" or "in read access mode" in text:
+            return ReadOnlyViolation(f"this query may only read: Neo4j refused a write ({text})")
+        if isinstance(e, ConstraintError):
+            return Conflict(f"Neo4j refused a duplicate: {text}")
+        if isinstance(e, (ClientError, TransientError)):
+            return QueryError(f"Neo4j refused the query: {text}")
+        return DatabaseError(f"Neo4j failed: {text}")
 
     def ensure_schema(self) -> None:
-        """(trace, uid) unique per label, plus an index on ``trace`` alone."""
+        """(trace, uid) unique per label, plus an index on ``trace`` alone.
+
+        Idempotent, and safe when two processes run it at once: every
+        statement is IF NOT EXISTS, and an equivalent schema rule created
+        by the other process meanwhile counts as done."""
+        if self._schema_ready:
+            return
         for label in LABELS:
             low = label.lower()
-            self.run(f"CREATE CONSTRAINT {low}_key IF NOT EXISTS FOR (n:{label}) REQUIRE (n.trace, n.uid) IS UNIQUE", write=True)
-            self.run(f"CREATE INDEX {low}_trace IF NOT EXISTS FOR (n:{label}) ON (n.trace)", write=True)
-        self.run("CALL db.awaitIndexes(300)", write=False)
+            for stmt in (f"CREATE CONSTRAINT {low}_key IF NOT EXISTS FOR (n:{label}) REQUIRE (n.trace, n.uid) IS UNIQUE",
+                         f"CREATE INDEX {low}_trace IF NOT EXISTS FOR (n:{label}) ON (n.trace)"):
+                try:
+                    self.run(stmt, write=True)
+                except (QueryError, Conflict) as e:
+                    if "already exists" not in str(e) and "equivalent" not in str(e).lower():
+                        raise
+        self.run("CALL db.awaitIndexes(300)")
+        self._schema_ready = True
+
+    # -- storing -----------------------------------------------------------
+
+    def trace_exists(self, name: str) -> bool:
+        res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status", {"name": name})
+        return bool(res.rows) and res.rows[0][0] == "ready"
+
+    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
+                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+        check_trace_name(name)
+        self.ensure_schema()
+        self.sweep()
+        if not replace and self.trace_exists(name):
+            raise name_taken(name)
+        lease_id = uuid.uuid4().hex
+        temp = f"{name}~load~{lease_id}"
+        with _Lease(self, lease_id):
+            try:
+                props = {**tables.trace_props, "trace": temp, "uid": "trace", "status": "loading",
+                         "lease": lease_id}
+                self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
+                checkpoint("load-started")
+                counts = _load(self, temp, tables, progress)
+                checkpoint("load-written")
+                grave = self._publish(temp, name, lease_id, replace)
+                checkpoint("load-published")
+            except BaseException:
+                self._delete_all(temp)
+                raise
+            if grave:
+                self._delete_all(grave)
+        return counts
+
+    def _publish(self, temp: str, name: str, lease_id: str, replace: bool) -> str | None:
+        """One transaction: the old version (if any) to a drop name, the new
+        one to ``name``. Returns the drop name to delete, if any."""
+        grave = f"{name}~drop~{lease_id}"
+
+        def work(tx: Any) -> bool:
+            old = tx.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status AS s", name=name).single()
+            if old is not None and not replace:
+                raise name_taken(name)
+            if old is not None:
+                _rename_in(tx, name, grave)
+                tx.run("MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
+                       grave=grave, lease=lease_id).consume()
+            _rename_in(tx, temp, name)
+            tx.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease",
+                   name=name).consume()
+            return old is not None
+
+        try:
+            had_old = self._transaction(work, write=True)
+        except Conflict:
+            raise name_taken(name) from None
+        return grave if had_old else None
+
+    def drop_trace(self, name: str) -> int:
+        self.sweep()
+        lease_id = uuid.uuid4().hex
+        grave = f"{name}~drop~{lease_id}"
+
+        def work(tx: Any) -> int:
+            row = tx.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' "
+                         "RETURN t.node_count AS n", name=name).single()
+            if row is None:
+                raise NotFound(f"no trace named {name!r}")
+            _rename_in(tx, name, grave)
+            tx.run("MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
+                   grave=grave, lease=lease_id).consume()
+            return int(row["n"] or 0)
+
+        with _Lease(self, lease_id):
+            checkpoint("drop-started")
+            n: int = self._transaction(work, write=True)
+            checkpoint("drop-renamed")
+            self._delete_all(grave)
+            checkpoint("drop-done")
+        return n
+
+    def sweep(self) -> list[str]:
+        """Delete loads and drops whose owner is gone (no open lease)."""
+        leftovers = self.run("MATCH (t:Trace) WHERE t.status IN ['loading', 'dropping'] RETURN t.trace, t.lease")
+        if not leftovers.rows:
+            return []
+        live = self._live_leases()
+        removed = []
+        for trace, lease in leftovers.rows:
+            if lease not in live:
+                self._delete_all(trace)
+                removed.append(trace)
+        return removed
+
+    def _live_leases(self) -> set[str]:
+        res = self.run(f"SHOW TRANSACTIONS YIELD metaData WHERE metaData.{LEASE_KEY} IS NOT NULL "
+                       f"RETURN metaData.{LEASE_KEY}")
+        return {r[0] for r in res.rows}
+
+    def _delete_all(self, trace: str) -> None:
+        """Delete every node of ``trace`` in batches, its Trace node last (so
+        that an interrupted deletion is still found by the next sweep)."""
+        for label in LABELS:
+            last = " AND n.uid <> 'trace'" if label == "Trace" else ""
+            while True:
+                res = self.run(f"MATCH (n:{label} {{trace: $trace}}) WHERE true{last} WITH n LIMIT {DELETE_BATCH} "
+                               "DETACH DELETE n RETURN count(*)", {"trace": trace}, write=True)
+                if not res.rows or int(res.rows[0][0]) == 0:
+                    break
+        self.run("MATCH (t:Trace {trace: $trace}) DETACH DELETE t", {"trace": trace}, write=True)
+
+    # -- the rest of the interface ----------------------------------------
 
     def version(self) -> str:
         info = self._driver.get_server_info()
-        return f"Neo4j {info.agent}"
+        return f"{info.agent}"
 
     def close(self) -> None:
+        self._deadline.close()
         self._driver.close()
+
+
+class _Lease:
+    """An open, idle transaction whose metadata names ``lease_id``: proof,
+    for as long as this process lives, that its load or drop is alive."""
+
+    def __init__(self, graph: Neo4jGraph, lease_id: str) -> None:
+        self.graph, self.lease_id = graph, lease_id
+
+    def __enter__(self) -> _Lease:
+        driver = self.graph._driver
+        self.session = driver.session(database=self.graph._database, default_access_mode="READ")
+        self.tx = self.session.begin_transaction(metadata={LEASE_KEY: self.lease_id})
+        self.tx.run("RETURN 1").consume()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.tx.close()
+        finally:
+            self.session.close()
+
+
+def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
+    res = tx.run(query, params)
+    keys = list(res.keys())
+    rows = [[_value(v) for v in rec.values()] for rec in res]
+    c = res.consume().counters
+    stats = {"nodes_created": c.nodes_created, "relationships_created": c.relationships_created,
+             "nodes_deleted": c.nodes_deleted, "relationships_deleted": c.relationships_deleted,
+             "properties_set": c.properties_set}
+    return Result(columns=keys, rows=rows, stats=stats)
+
+
+def _rename_in(tx: Any, old: str, new: str) -> None:
+    for label in LABELS:
+        tx.run(f"MATCH (n:{label} {{trace: $old}}) SET n.trace = $new", old=old, new=new).consume()
+
+
+def _load(graph: Neo4jGraph, trace: str, tables: TraceTables, progress: Progress | None) -> dict[str, dict[str, int]]:
+    """Nodes in ``UNWIND`` batches of positional rows (a null is a property
+    not set), then relationships with both ends found through the (trace,
+    uid) constraint's index, then membership. Counts are checked per batch."""
+    ints = tables.int_columns
+    total = tables.elements()
+    done = 0
+    counts: dict[str, dict[str, int]] = {"nodes": {}, "relationships": {}}
+
+    def write(query: str, rows: list[list[Any]], expect: str) -> None:
+        nonlocal done
+        res = graph.run(query, {"rows": rows, "trace": trace}, write=True)
+        if res.stats.get(expect, 0) != len(rows):
+            raise DatabaseError(f"Neo4j made {res.stats.get(expect, 0)} of {len(rows)} {expect.split('_')[0]} in a batch")
+        done += len(rows)
+        if progress:
+            progress(done, total)
+
+    for t in tables.nodes:
+        cols = ["uid", *t.columns]
+        props = ", ".join(f"{c}: r[{i}]" for i, c in enumerate(cols))
+        query = f"UNWIND $rows AS r CREATE (n:{t.label} {{{props}, trace: $trace}})"
+        for rows in _batches(t.frame, cols, ints):
+            write(query, rows, "nodes_created")
+        counts["nodes"][t.label] = counts["nodes"].get(t.label, 0) + len(t.frame)
+    for r in tables.rels:
+        props = ", ".join(f"{c}: x[{2 + i}]" for i, c in enumerate(r.columns))
+        query = (f"UNWIND $rows AS x MATCH (a:{r.start} {{trace: $trace, uid: x[0]}}) "
+                 f"MATCH (b:{r.end} {{trace: $trace, uid: x[1]}}) CREATE (a)-[:{r.type}"
+                 + (f" {{{props}}}" if props else "") + "]->(b)")
+        for rows in _batches(r.frame, [r.src, r.dst, *r.columns], ints):
+            write(query, rows, "relationships_created")
+        counts["relationships"][r.type] = counts["relationships"].get(r.type, 0) + len(r.frame)
+    for rel, label in tables.membership:
+        res = graph.run(f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) MATCH (n:{label} {{trace: $trace}}) "
+                        f"CREATE (t)-[:{rel}]->(n)", {"trace": trace}, write=True)
+        counts["relationships"][rel] = res.stats.get("relationships_created", 0)
+    return counts
+
+
+def _batches(df: Any, cols: list[str], ints: frozenset[str]) -> Any:
+    values = [column_values(df[c], c in ints) for c in cols]
+    rows = [list(r) for r in zip(*values)]
+    for i in range(0, len(rows), BATCH_ROWS):
+        yield rows[i:i + BATCH_ROWS]
+
+
+def _first_line(e: BaseException | str) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__ if isinstance(e, BaseException) else ""
 
 
 def _value(v: Any) -> Any:
     if isinstance(v, Node):
         return node_value(v.element_id, sorted(v.labels), dict(v))
     if isinstance(v, Relationship):
-        return relationship_value(v.element_id, v.type, v.start_node.element_id, v.end_node.element_id, dict(v))
+        start, end = v.start_node, v.end_node
+        return relationship_value(v.element_id, v.type, start.element_id if start else None,
+                                  end.element_id if end else None, dict(v))
     if isinstance(v, Path):
         return path_value([_value(n) for n in v.nodes], [_value(r) for r in v.relationships])
     if isinstance(v, list):

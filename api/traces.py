@@ -1,0 +1,161 @@
+"""Routes for traces: list, describe, upload (an ingest job), drop."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from tracegraph.api.connection import GraphHolder, one_line
+from tracegraph.api.deps import get_graph, get_jobs, get_settings
+from tracegraph.api.jobs import DONE, FAILED, Job, JobManager
+from tracegraph.api.models import DeletedOut, JobOut, TraceOut, error_responses
+from tracegraph.api.settings import Settings
+from tracegraph.api.uploads import Upload, read_upload
+from tracegraph.db.base import MAX_TRACE_NAME, check_trace_name, name_taken
+from tracegraph.errors import BadRequest, NotFound, UserError
+from tracegraph.ingest import formats
+from tracegraph.output import jsonable
+from tracegraph.queries.run import trace_facts
+from tracegraph.queries.traces import describe_trace, list_traces
+
+log = logging.getLogger("tracegraph.api")
+router = APIRouter(tags=["traces"])
+Graph = Annotated[GraphHolder, Depends(get_graph)]
+
+
+@router.get("/traces", response_model=list[TraceOut], summary="Every ready trace, by name",
+            responses=error_responses(503))
+def list_traces_route(graph: Graph) -> JSONResponse:
+    return JSONResponse(jsonable(list_traces(graph)))
+
+
+@router.get("/traces/{trace}", response_model=TraceOut, responses=error_responses(404, 503),
+            summary="One trace: framework, counts, span, peak memory, source files")
+def get_trace(trace: str, graph: Graph) -> JSONResponse:
+    return JSONResponse(jsonable(describe_trace(graph, trace)))
+
+
+@router.delete("/traces/{trace}", response_model=DeletedOut, responses=error_responses(404, 503),
+               summary="Delete a trace")
+def delete_trace(trace: str, graph: Graph) -> JSONResponse:
+    n = graph.drop_trace(trace)
+    return JSONResponse({"trace": trace, "deleted_nodes": n})
+
+
+UPLOAD_SCHEMA = {
+    "type": "object", "required": ["trace", "files"],
+    "properties": {
+        "trace": {"type": "string", "minLength": 1, "maxLength": MAX_TRACE_NAME,
+                  "description": "the trace's name (no '/' or '~')"},
+        "format": {"type": "string", "enum": ["auto", *formats.names()], "default": "auto",
+                   "description": "the files' format; auto detects it from the content"},
+        "replace": {"type": "boolean", "default": False, "description": "overwrite a trace of that name"},
+        "files": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "binary"},
+                  "description": "one trace file, or a primary file plus files that add detail to it"},
+    },
+}
+
+
+@router.post("/traces", status_code=201, summary="Upload trace file(s) as one trace",
+             description=("Multipart form: `files` (one or more), `trace`, optional `format` and `replace`. "
+                          "The upload streams to disk; past TRACEGRAPH_MAX_UPLOAD_BYTES it is refused (413). "
+                          "Up to TRACEGRAPH_SYNC_UPLOAD_BYTES the trace is ingested before the answer (201, "
+                          "the trace's summary) when that takes less than TRACEGRAPH_SYNC_WAIT_S; otherwise "
+                          "the answer is 202 with a job to poll at `GET /jobs/{id}`. A failed ingest leaves "
+                          "nothing behind."),
+             responses={201: {"model": TraceOut}, 202: {"model": JobOut},
+                        **error_responses(400, 409, 413, 415, 422, 503)},
+             openapi_extra={"requestBody": {"required": True,
+                                            "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}}}})
+async def upload(request: Request, graph: Graph, jobs: Annotated[JobManager, Depends(get_jobs)],
+                 settings: Annotated[Settings, Depends(get_settings)]) -> JSONResponse:
+    up = await read_upload(request, max_bytes=settings.max_upload_bytes,
+                           max_files=settings.max_upload_files, upload_dir=settings.upload_dir)
+    try:
+        trace, fmt, replace = _upload_fields(up.fields)
+        if not up.files:
+            raise HTTPException(422, "files: no files in the upload (send them in the multipart field 'files')")
+        if not replace and await run_in_threadpool(_exists, graph, trace):
+            raise name_taken(trace)
+    except BaseException:
+        up.cleanup()
+        raise
+    job, future = jobs.submit(trace, [f.name for f in up.files], _ingest_work(graph, up, trace, fmt, replace),
+                              on_cancel=up.cleanup)
+    if up.total_bytes <= settings.sync_upload_bytes and settings.sync_wait_s > 0:
+        await run_in_threadpool(concurrent.futures.wait, [future], settings.sync_wait_s)
+    if job.status == DONE:
+        return JSONResponse(job.result, status_code=201, headers={"Location": f"/traces/{quote(trace)}"})
+    if job.status == FAILED:
+        return JSONResponse({"detail": job.error or "ingest failed"}, status_code=job.error_status or 400)
+    return JSONResponse(job.public(), status_code=202, headers={"Location": f"/jobs/{job.id}"})
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, responses=error_responses(404),
+            summary="An upload's ingest job: status, progress, error")
+def get_job(job_id: str, jobs: Annotated[JobManager, Depends(get_jobs)]) -> JSONResponse:
+    return JSONResponse(jobs.get(job_id).public())
+
+
+def _exists(graph: GraphHolder, trace: str) -> bool:
+    try:
+        trace_facts(graph, trace)
+    except NotFound:
+        return False
+    return True
+
+
+def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
+    trace = fields.get("trace", "")
+    if not trace:
+        raise BadRequest("trace: required (the name to store the trace under)")
+    try:
+        check_trace_name(trace)
+    except BadRequest as e:
+        raise BadRequest(f"trace: {e}") from None
+    fmt = fields.get("format") or "auto"
+    if fmt != "auto" and fmt not in formats.names():
+        raise BadRequest(f"format: unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
+    raw = (fields.get("replace") or "false").strip().lower()
+    if raw not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+        raise BadRequest(f"replace: expected true or false, got {raw!r}")
+    return trace, fmt, raw in ("true", "1", "yes", "on")
+
+
+def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: bool) -> Callable[[Job], None]:
+    """The job body: ingest, name the sources after the uploaded files, summarize."""
+
+    def scrub(msg: str) -> str:
+        for f in up.files:
+            msg = msg.replace(str(f.path), f.name)
+        return msg.replace(str(up.tmpdir), "upload")
+
+    def work(job: Job) -> None:
+        from tracegraph.ingest.pipeline import ingest
+
+        try:
+            ingest(graph, [f.path for f in up.files], trace, fmt=fmt, replace=replace, progress=job.progress,
+                   source_names={str(f.path): f.name for f in up.files})
+            job.result = jsonable(describe_trace(graph, trace))  # type: ignore[assignment]
+            job.status = DONE
+        except UserError as e:
+            job.error = scrub(one_line(str(e)))
+            job.error_status = e.http_status
+            job.status = FAILED
+        except Exception as e:  # a parser tripping over bad input: a bug, but the file's fault to the user
+            log.warning("ingest of %s failed", [f.name for f in up.files], exc_info=True)
+            job.error_status = 400
+            job.error = scrub(one_line(f"cannot ingest {', '.join(f.name for f in up.files)}: "
+                                       f"{type(e).__name__}: {e}"))
+            job.status = FAILED
+        finally:
+            up.cleanup()
+
+    return work

@@ -1,0 +1,241 @@
+"""Storing traces: all or nothing, on each engine.
+
+In-process failures are injected into the engine's own write path (the
+real database underneath); crashes are real: a ``tracegraph`` process
+killed with SIGKILL at a named point of a load, replace or drop
+(``TRACEGRAPH_KILL_AT``, see :func:`tracegraph.db.base.checkpoint`).
+Both engines also store exactly the same graph for the same trace.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, ready_traces, run_cli, trace_nodes
+from stepstats_builder import Op, write
+from tracegraph.errors import Conflict, NotFound
+from tracegraph.ingest.pipeline import ingest, parse_files
+from tracegraph.queries.run import run_analysis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import generate  # noqa: E402
+
+
+def everything(graph) -> list:
+    """Every node the database holds, by where it is and its trace: what
+    the atomicity tests compare before and after."""
+    if graph.backend == "neo4j":
+        return graph.run("MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
+                         "ORDER BY t, l, s").rows
+    out = []
+    for key in sorted(graph._redis.scan_iter(match=graph.prefix + "*")):
+        if graph._redis.type(key) == "string":
+            out.append((key, graph._redis.get(key)))
+        else:
+            rows = graph._query(key, "MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
+                                     "ORDER BY t, l, s", None, write=False).rows
+            out.append((key, rows))
+    return out
+
+
+def fail_after(graph, monkeypatch, writes: int) -> list[int]:
+    """Make the engine's write statements that create something fail after
+    ``writes`` of them; returns a counter of the creating writes seen."""
+    name = "_query" if graph.backend != "neo4j" else "run"
+    real = getattr(graph, name)
+    seen = [0]
+
+    def failing(*args, **kwargs):
+        query = args[1] if name == "_query" else args[0]
+        if kwargs.get("write") and "CREATE" in query and "DELETE" not in query:
+            seen[0] += 1
+            if seen[0] > writes:
+                raise RuntimeError("injected failure")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, name, failing)
+    return seen
+
+
+def two_ops(tmp_path: Path) -> Path:
+    return write(tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"], kernels=[(1, 2, 1)],
+                                                   allocs=[(2, 8), (3, -8)])])
+
+
+def test_existing_name_is_refused_unless_replace(graph, tmp_path):
+    p = write(tmp_path, [Op("a", "A", 0, 1)])
+    ingest(graph, [p], "dup")
+    with pytest.raises(Conflict, match="exists"):
+        ingest(graph, [p], "dup")
+    p2 = write(tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"])], "two.pbtxt")
+    ingest(graph, [p2], "dup", replace=True)
+    assert graph.run("MATCH (o:Op {trace: 'dup'}) RETURN count(o)", trace="dup").rows[0][0] == 2
+    assert graph.sweep() == []
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.99])
+def test_failed_ingest_leaves_database_as_it_was(graph, tmp_path, monkeypatch, fraction):
+    p = two_ops(tmp_path)
+    with monkeypatch.context() as m:
+        seen = fail_after(graph, m, 10**9)
+        ingest(graph, [p], "counted")
+    writes = seen[0]
+    assert writes >= 3
+    graph.drop_trace("counted")
+    before = everything(graph)
+    with monkeypatch.context() as m:
+        fail_after(graph, m, int(writes * fraction))
+        with pytest.raises(RuntimeError, match="injected"):
+            ingest(graph, [p], "half")
+    assert everything(graph) == before
+
+
+def test_failed_replace_keeps_the_old_trace(graph, tmp_path, monkeypatch):
+    p = two_ops(tmp_path)
+    ingest(graph, [p], "keep")
+    answer = run_analysis(graph, "critical-path", "keep").rows
+    before = everything(graph)
+    with monkeypatch.context() as m:
+        fail_after(graph, m, 3)
+        with pytest.raises(RuntimeError):
+            ingest(graph, [p], "keep", replace=True)
+    assert everything(graph) == before
+    assert run_analysis(graph, "critical-path", "keep").rows == answer
+
+
+def test_drop(graph, tmp_path):
+    p = two_ops(tmp_path)
+    report = ingest(graph, [p], "to-drop")
+    nodes = sum(report.counts["nodes"].values()) + 1
+    assert trace_nodes(graph, "to-drop") == nodes
+    assert graph.drop_trace("to-drop") == nodes
+    assert "to-drop" not in ready_traces(graph) and trace_nodes(graph, "to-drop") == 0
+    with pytest.raises(NotFound):
+        graph.drop_trace("to-drop")
+    with pytest.raises(NotFound):
+        run_analysis(graph, "top-ops", "to-drop")
+    ingest(graph, [p], "to-drop")  # the name is free again
+    assert trace_nodes(graph, "to-drop") == nodes
+
+
+def test_engines_store_the_same_graph(tmp_path):
+    """Same nodes with the same properties, same relationships with theirs."""
+    if not NEO4J_URI:
+        pytest.skip(NO_NEO4J)
+    from tracegraph.db.connect import open_graph
+
+    files = generate.write(generate.generate(300, seed=4), tmp_path)
+    dumps = []
+    for uri in ("embedded", NEO4J_URI):
+        g = open_graph(uri)
+        try:
+            for path in (SEED_STEPSTATS, files["binary"]):
+                ingest(g, [path], f"same-{path.stem}", replace=True)
+            dumps.append([_dump(g, f"same-{path.stem}") for path in (SEED_STEPSTATS, files["binary"])])
+            for path in (SEED_STEPSTATS, files["binary"]):
+                g.drop_trace(f"same-{path.stem}")
+        finally:
+            g.close()
+    assert dumps[0] == dumps[1]
+
+
+VOLATILE = {"ingested_at", "trace"}
+
+
+def _dump(graph, trace: str):
+    nodes = graph.run("MATCH (n {trace: $trace}) RETURN labels(n)[0], properties(n)", trace=trace).rows
+    rels = graph.run("MATCH (a {trace: $trace})-[e]->(b) RETURN type(e), a.uid, b.uid, properties(e)",
+                     trace=trace).rows
+    nodes = sorted((label, sorted((k, repr(v)) for k, v in props.items() if k not in VOLATILE))
+                   for label, props in nodes)
+    rels = sorted((t, a, b, sorted(p.items())) for t, a, b, p in rels)
+    return nodes, rels
+
+
+def test_batch_boundaries_change_nothing(graph, monkeypatch):
+    from tracegraph.db import falkor_load, neo4j_db
+
+    ingest(graph, [SEED_STEPSTATS], "batches-default")
+    monkeypatch.setattr(falkor_load, "BATCH_ROWS", 7)
+    monkeypatch.setattr(falkor_load, "IN_FLIGHT", 1)
+    monkeypatch.setattr(neo4j_db, "BATCH_ROWS", 7)
+    ingest(graph, [SEED_STEPSTATS], "batches-small")
+    a, b = _dump(graph, "batches-default"), _dump(graph, "batches-small")
+    assert a == b
+
+
+# ---------------------------------------------------------------- crashes
+
+
+KILL_POINTS = {
+    "ingest": ["load-started", "load-written", "load-published"],
+    "replace": ["load-started", "load-written", "load-published"],
+    "drop": ["drop-started", "drop-renamed", "drop-done"],
+}
+
+
+@pytest.mark.parametrize("op, point", [(op, p) for op, points in KILL_POINTS.items() for p in points])
+def test_kill_9_leaves_old_or_new_and_nothing_behind(graph, db_uri, tg_home, tmp_path, op, point):
+    """SIGKILL at every phase: the name shows the old version or the new one
+    (never neither, never both), the next command removes what the dead
+    process left, and a re-ingest under the name works at once."""
+    if op == "drop" and point == "drop-renamed" and graph.backend != "neo4j":
+        pytest.skip("FalkorDB's drop is one MULTI/EXEC: it has no point between rename and delete")
+    old = write(tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"])], "old.pbtxt")
+    new = write(tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"]), Op("c", "C", 4, 1, ["b"])], "new.pbtxt")
+    name = f"kill-{op}-{point}"
+    if op != "ingest":
+        ingest(graph, [old], name)
+    env = {"TRACEGRAPH_KILL_AT": point, "TRACEGRAPH_DB": "" if db_uri == "embedded" else db_uri}
+    args = {"ingest": ["ingest", str(new), "--trace", name],
+            "replace": ["ingest", str(new), "--trace", name, "--replace"],
+            "drop": ["drop", name]}[op]
+    proc = run_cli(*args, home=tg_home, env=env)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    ops = _ops(graph, name)
+    finished = point in ("load-published", "drop-done")
+    if op == "ingest":
+        assert ops == (["a", "b", "c"] if finished else None)
+    elif op == "replace":
+        assert ops == (["a", "b", "c"] if finished else ["a", "b"])
+    else:
+        assert ops == (None if point != "drop-started" else ["a", "b"])
+    # A re-ingest under the name works at once (nothing blocks a name) ...
+    ingest(graph, [new], name, replace=True)
+    assert _ops(graph, name) == ["a", "b", "c"]
+    assert trace_nodes(graph, name) == sum(ingest_counts(new)) + 1  # no node twice
+    # ... and the dead process's leftovers are gone as soon as the server
+    # has noticed that its connection closed (the next command's sweep).
+    deadline = time.monotonic() + 10
+    while leftovers(graph, name) and time.monotonic() < deadline:
+        graph.sweep()
+        time.sleep(0.1)
+    assert leftovers(graph, name) == []
+    assert graph.sweep() == []
+
+
+def leftovers(graph, name: str) -> list:
+    if graph.backend == "neo4j":
+        return graph.run("MATCH (n) WHERE n.trace STARTS WITH $p RETURN DISTINCT n.trace", {"p": name + "~"}).rows
+    return list(graph._redis.scan_iter(match=f"{graph.prefix}:load:*"))
+
+
+def _ops(graph, name: str):
+    if name not in ready_traces(graph):
+        return None
+    return [r[0] for r in graph.run("MATCH (o:Op {trace: $trace}) RETURN o.name ORDER BY o.name", trace=name).rows]
+
+
+def ingest_counts(path: Path) -> list[int]:
+    from tracegraph.ingest.enrich import enrich
+    from tracegraph.ingest.graph_tables import trace_tables
+
+    tf = parse_files([path])
+    return [len(t.frame) for t in trace_tables(tf, enrich(tf)).nodes]
