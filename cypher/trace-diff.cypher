@@ -13,7 +13,8 @@
 //
 // Definition. Ops that executed are matched across the two traces by name
 // and type; ops of the same name and type within one trace (a node
-// recorded twice) are taken together, their weights summed. Weight as in
+// recorded twice, the runs of a loop body) are taken together, their
+// weights summed. Weight as in
 // top-ops: the sum of the op's kernel durations when it launched any, else
 // its own record's duration. An op whose weight is the same in both traces
 // is not a row. Order: largest |delta_us| first, then op, then type.
