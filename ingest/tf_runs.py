@@ -95,7 +95,50 @@ def link(runs: list[Run]) -> list[list[int | None]]:
     picks: list[list[int | None]] = [[] for _ in runs]
     for i in sorted(range(len(runs)), key=lambda i: (runs[i].start, runs[i].ready, i)):
         picks[i] = linker.link_one(i)
+    _complete_tags(runs, picks)
     return picks
+
+
+def _complete_tags(runs: list[Run], picks: list[list[int | None]]) -> None:
+    """Tags still unknown or partly known after linking (a loop entered from
+    a constant that TF records without inputs, a loop invariant) taken from
+    the runs they are linked to: a
+    consumer has its producer's offer, a producer what its consumer's tag
+    implies. Only fills ``tag`` (for the ``iteration`` of an op); the links
+    are already chosen."""
+    readers: list[list[int]] = [[] for _ in runs]
+    for i, fed in enumerate(picks):
+        for q in fed:
+            if q is not None:
+                readers[q].append(i)
+    todo = [i for i, r in enumerate(runs) if _concrete(r.tag)]
+    while todo:
+        i = todo.pop()
+        me = runs[i]
+        for q in picks[i]:  # backwards: what fed a run of iteration T
+            if q is not None and not _concrete(runs[q].tag):
+                tag = _producer_tag(runs[q], me)
+                if _concrete(tag) and _matches(runs[q].tag, tag):
+                    runs[q].tag = tag
+                    todo.append(q)
+        for c in readers[i]:  # forwards: what a run of iteration T fed
+            if not _concrete(runs[c].tag):
+                tag = _offer(me, runs[c].type)
+                if _concrete(tag) and _matches(runs[c].tag, tag):
+                    runs[c].tag = tag
+                    todo.append(c)
+
+
+def _producer_tag(q: Run, consumer: Run) -> tuple | None:
+    """The tag of producer ``q`` implied by the tag of a run it fed."""
+    tag = consumer.tag
+    if q.type in ENTER:
+        return tag[:-1] if tag else None
+    if q.type in NEXT:
+        return tag[:-1] + (tag[-1] - 1,) if tag and tag[-1] > 0 else None
+    if q.type in EXIT:
+        return None  # the iteration it left the loop in is not known from outside
+    return tag
 
 
 def _link_unique(runs: list[Run], index: dict[str, int]) -> list[list[int | None]]:
@@ -143,6 +186,8 @@ class _Linker:
             cands = self._candidates(i, k, name, slot, merge, used)
             offers.append([(q, _offer(runs[q], me.type)) for q in cands])
         tag = _merge_tag(offers, used) if merge else _tag(offers, used)
+        if tag is None and not me.inputs:
+            tag = me.tag  # set before: the root frame, or claimed by an early reader
         me.tag = tag
         if _concrete(tag):
             used.add(tag)
@@ -155,9 +200,12 @@ class _Linker:
                 runs[q].used_slots.add(slot)
             picks.append(q)
         if merge:
-            # A Merge reads the one input that fired; keep only the first match.
-            first = next((k for k, p in enumerate(picks) if p is not None), None)
-            picks = [p if k == first else None for k, p in enumerate(picks)]
+            # A Merge reads the one input that fired: the one of its
+            # iteration, or (iteration unknown) the one that arrived last.
+            fed = [k for k, p in enumerate(picks) if p is not None]
+            if tag is None and fed:
+                fed = [max(fed, key=lambda k: (runs[picks[k]].ready, runs[picks[k]].start))]
+            picks = [p if fed and k == fed[0] else None for k, p in enumerate(picks)]
         for k, q in enumerate(picks):
             if q is not None and len(self.by_name[me.inputs[k][0]]) > 1:
                 self.read.setdefault((me.name, k), set()).add(q)
@@ -239,11 +287,10 @@ def _offer(q: Run, consumer_type: str | None) -> tuple | None:
     """The tag a run of ``q`` hands to a consumer of the given type; None
     entries match any iteration."""
     tag = q.tag
-    if q.type in ENTER:
-        parent = () if tag is None else tag
-        return parent + ((0,) if consumer_type in MERGE else (None,))
-    if tag is None:
+    if tag is None:  # unknown: matches any (an Enter of an untagged value included)
         return None
+    if q.type in ENTER:
+        return tag + ((0,) if consumer_type in MERGE else (None,))
     if q.type in NEXT:
         return tag[:-1] + (None if tag[-1] is None else tag[-1] + 1,) if tag else tag
     if q.type in EXIT:
@@ -272,7 +319,9 @@ def _tag(offers: list, used: set) -> tuple | None:
         common = set.intersection(*sets) or sets[0]
         free = common - used
         return min(free or common)
-    partial = [o for cands in offers for _, o in cands if o is not None]
+    # No input tells: a loop invariant's frame is still something (its
+    # iteration left open); a mix of known and unknown runs is nothing.
+    partial = [o for cands in offers for _, o in cands if o is not None and not _concrete(o)]
     return partial[0] if partial else None
 
 

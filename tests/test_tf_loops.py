@@ -13,6 +13,7 @@ nanoseconds; it shares no code with the parser or the enrichment.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -27,8 +28,6 @@ from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.run import run_analysis
 
 DATA = Path(__file__).resolve().parent / "data"
-REAL_TEXT = DATA / "tf-while-loop-lstm-stepstats.pbtxt"
-REAL_BINARY = DATA / "tf-while-loop-lstm-stepstats.pb"
 
 
 def loop_ops() -> list[Op]:
@@ -227,44 +226,74 @@ def test_kernels_of_a_repeated_op_pair_with_its_runs(tmp_path: Path):
     assert list(tf.ops.set_index("uid").loc[["op:a", "op:a#2", "op:b"], "weight_us"]) == [10.0, 10.0, 2.0]
 
 
-# ------------------------------------------------------------------ the real trace
+# ------------------------------------------------------------------ the real traces
+
+LSTM = "tf-while-loop-lstm-stepstats"  # one loop, 12 iterations
+NESTED = "tf-nested-while-loop-stepstats"  # 3 iterations of a loop that runs another, 2 each
+
+
+def _type(node) -> str:
+    return node.timeline_label.split(" = ", 1)[1].split("(", 1)[0]
 
 
 def reference(path: Path) -> dict:
-    """Critical path, slack and longest chain of the real while-loop trace,
-    from the raw protobuf with the plain per-iteration rules of TF v1 loops:
-    run k (by start) of a node is its iteration k; a Merge's run 0 reads its
-    Enter, run k its NextIteration's run k-1; an Exit reads the last run of
-    its Switch; anything else reads run k of a producer recorded several
-    times, the one run of a producer recorded once. Times in integer ns."""
+    """Every run's iteration, the dependency edges, the critical path, slack
+    and longest chain of a real while-loop trace, from the raw protobuf with
+    the plain rules of TF's v1 loops and nothing of tracegraph.
+
+    Runs of a node are numbered by start. A node recorded once is outside
+    the loops; an Enter or Exit of the inner loop runs in the outer one; a
+    node of the inner loop (``/inner/`` in its name) recorded R times in the
+    outer loop's N body iterations has R/N runs per inner loop, run k being
+    iteration (k // (R/N), k % (R/N)); any other node's run k is iteration
+    (k,). A Merge of iteration 0 reads its Enter, of iteration j its
+    NextIteration of iteration j - 1; an Exit reads its Switch's last run of
+    its loop; an Enter's value is the same in every iteration of the loop it
+    enters. Each such producer must have ended before its reader began (else
+    these rules do not describe the trace, and the test fails). Times are
+    integer nanoseconds."""
     stats = text_format.Parse(path.read_text(), step_stats_pb2.StepStats())
     nodes = [n for d in stats.dev_stats for n in d.node_stats]
     runs: dict[str, list] = {}
     for n in sorted(nodes, key=lambda n: n.all_start_nanos):
         runs.setdefault(n.node_name, []).append(n)
-    key = {id(n): (n.node_name, k) for name, lst in runs.items() for k, n in enumerate(lst)}
-    edges: dict[tuple, set] = {k: set() for k in key.values()}
+    outer_body = len(runs["outer/Identity"]) if "outer/Identity" in runs else None
+
+    def per_loop(name):  # runs per inner loop
+        return len(runs[name]) // outer_body
+
+    def tag(name: str, k: int) -> tuple:
+        if len(runs[name]) == 1:
+            return ()
+        if "/inner/" in name and _type(runs[name][0]) not in ("Enter", "Exit"):
+            return (k // per_loop(name), k % per_loop(name))
+        return (k,)
+
+    index = {name: {tag(name, k): k for k in range(len(lst))} for name, lst in runs.items()}
+    key = {id(n): (name, k) for name, lst in runs.items() for k, n in enumerate(lst)}
+    edges: dict[tuple, set] = {v: set() for v in key.values()}
     for n in nodes:
         me = key[id(n)]
-        label = n.timeline_label
-        op_type, args = label.split(" = ", 1)[1].split("(", 1)
+        t = tag(*me)
+        op_type, args = n.timeline_label.split(" = ", 1)[1].split("(", 1)
         for arg in (a.strip() for a in args.rstrip(")").split(",") if a.strip()):
             src = arg.lstrip("^").rsplit(":", 1)[0] if ":" in arg else arg.lstrip("^")
             if src not in runs:
                 continue
-            src_type = runs[src][0].timeline_label.split(" = ", 1)[1].split("(", 1)[0]
-            k = me[1]
+            src_type = _type(runs[src][0])
             if op_type == "Merge":
-                if (k == 0) != (src_type == "Enter"):
-                    continue
-                k = k - 1 if k else 0
+                if (t[-1] == 0) != (src_type == "Enter"):
+                    continue  # not the input that fired in this iteration
+                want = t[:-1] if t[-1] == 0 else t[:-1] + (t[-1] - 1,)
             elif op_type == "Exit":
-                k = len(runs[src]) - 1
-            elif len(runs[src]) == 1:
-                k = 0
+                want = t + (len(runs[src]) - 1 if len(t) == 0 else per_loop(src) - 1,)
+            elif src_type == "Enter":
+                want = t[:-1]
+            else:
+                want = t
+            k = 0 if len(runs[src]) == 1 else index[src][want]
             producer = runs[src][k]
-            # The rule is only right if every producer ended before its reader began.
-            assert producer.all_start_nanos + producer.op_end_rel_nanos <= n.all_start_nanos
+            assert producer.all_start_nanos + producer.op_end_rel_nanos <= n.all_start_nanos, (me, src)
             edges[me].add((src, k))
     weight = {key[id(n)]: n.all_end_rel_nanos for n in nodes}
     succs: dict = {v: [] for v in edges}
@@ -301,58 +330,74 @@ def reference(path: Path) -> dict:
         path.append(best[0])
     return {"length_ns": length, "path": path[::-1], "slack_ns": {v: lf[v] - ef[v] for v in ef},
             "chain": max(chain.values()), "edges": edges, "ops": len(nodes),
-            "iterations": len(runs["rnn/LoopCond"]) - 1}
+            "tags": {v: tag(*v) for v in edges}, "types": {name: _type(lst[0]) for name, lst in runs.items()}}
 
 
-@pytest.fixture(scope="module")
-def real_ref() -> dict:
-    return reference(REAL_TEXT)
+@pytest.fixture(scope="module", params=[LSTM, NESTED])
+def real(request) -> tuple[str, dict]:
+    return request.param, reference(DATA / f"{request.param}.pbtxt")
 
 
-def test_real_trace_reference_is_a_loop(real_ref):
-    # Sanity of the sample itself: 12 body iterations, 405 records.
-    assert real_ref["ops"] == 405 and real_ref["iterations"] == 12
-    assert len(real_ref["path"]) > 100  # the path runs through every iteration
+def test_real_traces_are_loops():
+    # Sanity of the samples themselves.
+    lstm, nested = reference(DATA / f"{LSTM}.pbtxt"), reference(DATA / f"{NESTED}.pbtxt")
+    assert lstm["ops"] == 405 and max(t[0] for t in lstm["tags"].values() if t) == 12  # 12 + the exit check
+    assert nested["ops"] == 181 and {t for t in nested["tags"].values() if len(t) == 2} >= {(2, 1)}
+    assert len(lstm["path"]) > 100 and len(nested["path"]) > 50  # the paths run through the iterations
 
 
-def test_real_trace_frames_match_the_reference(real_ref):
-    tf = tf_stepstats.parse(REAL_TEXT)
+def test_real_trace_frames_match_the_reference(real):
+    stem, ref = real
+    tf = tf_stepstats.parse(DATA / f"{stem}.pbtxt")
     summary = enrich(tf)
     ops = tf.ops.set_index("uid")
     uid = {(n, r): u for u, n, r in zip(tf.ops["uid"], tf.ops["name"], tf.ops["run"])}
     got_edges: dict = {}
     for s, d in zip(tf.deps["src"], tf.deps["dst"]):
         got_edges.setdefault(d, set()).add(s)
-    for v, ps in real_ref["edges"].items():
+    for v, ps in ref["edges"].items():
         assert got_edges.get(uid[v], set()) == {uid[p] for p in ps}, v
-    assert summary.props["critical_path_us"] == pytest.approx(real_ref["length_ns"] / 1000, abs=1e-9)
-    path = [uid[v] for v in real_ref["path"]]
+    # Iterations: the innermost one, and the whole tag inside a nested loop.
+    # Skipped: an Exit (its own iteration is its loop's last; the reference
+    # counts it in the enclosing loop), and a loop constant or invariant Enter
+    # that nothing read (run for a loop's exit check: nothing tells its iteration).
+    read = {p for ps in ref["edges"].values() for p in ps}
+    for v, t in ref["tags"].items():
+        if ref["types"][v[0]] == "Exit" or (v not in read and (ref["types"][v[0]] == "Enter" or not ref["edges"][v])):
+            continue
+        got = ops.at[uid[v], "iteration"]
+        assert (pd.isna(got) if not t else got == t[-1]), (v, t, got)
+        if len(t) == 2:
+            assert json.loads(ops.at[uid[v], "attrs"])["loop_iterations"] == list(t)
+    assert summary.props["critical_path_us"] == pytest.approx(ref["length_ns"] / 1000, abs=1e-9)
+    path = [uid[v] for v in ref["path"]]
     assert list(ops.index[ops["cp_step"].notna()][ops["cp_step"].dropna().argsort()]) == path
-    for v, slack in real_ref["slack_ns"].items():
+    for v, slack in ref["slack_ns"].items():
         assert ops.at[uid[v], "slack_us"] == pytest.approx(slack / 1000, abs=1e-6), v
-    assert summary.props["longest_chain_ops"] == real_ref["chain"]
+    assert summary.props["longest_chain_ops"] == ref["chain"]
 
 
-def test_real_trace_analyses_on_the_database(real_ref, graph):
-    ingest(graph, [REAL_TEXT], "lstm-loop-text")
-    ingest(graph, [REAL_BINARY], "lstm-loop-binary")
+def test_real_trace_analyses_on_the_database(real, graph):
+    stem, ref = real
+    ingest(graph, [DATA / f"{stem}.pbtxt"], f"{stem}-text")
+    ingest(graph, [DATA / f"{stem}.pb"], f"{stem}-binary")
     answers = {}
-    for trace in ("lstm-loop-text", "lstm-loop-binary"):
+    for trace in (f"{stem}-text", f"{stem}-binary"):
         cp = run_analysis(graph, "critical-path", trace, {}).records()
         chain = run_analysis(graph, "longest-chain", trace, {}).records()
         slack = run_analysis(graph, "slack", trace, {}).records()
         stored = graph.run("MATCH (t:Trace {trace: $t}) RETURN t.critical_path_us, t.longest_chain_ops",
                            {"t": trace}).rows[0]
         answers[trace] = (cp, chain, slack, stored)
-        assert [r["op"] for r in cp] == [v[0] for v in real_ref["path"]]
-        assert cp[-1]["cum_us"] == pytest.approx(real_ref["length_ns"] / 1000, abs=1e-9)
-        assert stored[0] == pytest.approx(real_ref["length_ns"] / 1000, abs=1e-9)
-        assert stored[1] == real_ref["chain"] == len(chain)
+        assert [r["op"] for r in cp] == [v[0] for v in ref["path"]]
+        assert cp[-1]["cum_us"] == pytest.approx(ref["length_ns"] / 1000, abs=1e-9)
+        assert stored[0] == pytest.approx(ref["length_ns"] / 1000, abs=1e-9)
+        assert stored[1] == ref["chain"] == len(chain)
         assert sorted(r["slack_us"] for r in slack) == pytest.approx(
-            sorted(s / 1000 for s in real_ref["slack_ns"].values()), abs=1e-6)
+            sorted(s / 1000 for s in ref["slack_ns"].values()), abs=1e-6)
         # The longest chain is a chain of the reference's DAG.
         runs = graph.run("MATCH (o:Op {trace: $t}) WHERE o.lc_step IS NOT NULL "
                          "RETURN o.name, o.run ORDER BY o.lc_step", {"t": trace}).rows
         for a, b in zip(runs, runs[1:]):
-            assert tuple(a) in real_ref["edges"][tuple(b)]
-    assert answers["lstm-loop-text"] == answers["lstm-loop-binary"]
+            assert tuple(a) in ref["edges"][tuple(b)]
+    assert answers[f"{stem}-text"] == answers[f"{stem}-binary"]
