@@ -30,7 +30,12 @@ iteration the most recent is taken. Nodes without (visible) inputs run in a
 loop (constants: TF activates them through control edges the timeline label
 does not show) have no tag of their own: the first reader inside a loop
 claims the oldest unclaimed ready one for its iteration. A node recorded
-once without inputs is in the root frame.
+once without inputs is in the root frame. A loop entered from a value of
+unknown tag (such a constant in an enclosing loop) runs with unknown tags
+until a reader of known iteration claims its runs; meanwhile its runs are
+linked by the plain rule below (a Merge reading the input that arrived
+last). Once every link is chosen, tags still unknown are filled in along
+the links (they only set the ``iteration`` of an op).
 
 So a trace without loop control flow, where every tag is ``()`` or unknown,
 follows the plain rule: **each input is fed by the most recent run of the
@@ -102,10 +107,9 @@ def link(runs: list[Run]) -> list[list[int | None]]:
 def _complete_tags(runs: list[Run], picks: list[list[int | None]]) -> None:
     """Tags still unknown or partly known after linking (a loop entered from
     a constant that TF records without inputs, a loop invariant) taken from
-    the runs they are linked to: a
-    consumer has its producer's offer, a producer what its consumer's tag
-    implies. Only fills ``tag`` (for the ``iteration`` of an op); the links
-    are already chosen."""
+    the runs they are linked to: a consumer has its producer's offer, a
+    producer what its consumer's tag implies. Only fills ``tag`` (for the
+    ``iteration`` of an op); the links are already chosen."""
     readers: list[list[int]] = [[] for _ in runs]
     for i, fed in enumerate(picks):
         for q in fed:
