@@ -65,15 +65,15 @@ class Run:
     """One op record. ``start``/``ready``/``end`` are integers on one clock (ns):
     ``ready`` is when its outputs existed (its op end when recorded, since
     TF hands outputs on before a record's all-end; else its end).
-    ``inputs`` are ``(producer name, output slot)``, slot None for a
-    control input."""
+    ``inputs`` are ``(position in the label, producer name, output slot)``,
+    slot None for a control input."""
 
     name: str
     type: str | None
     start: int
     ready: int
     end: int
-    inputs: list[tuple[str, int | None]]
+    inputs: list[tuple[int, str, int | None]]
     tag: tuple | None = None
     run: int = 0  # 0-based index among the runs of the same name, by start
     used_slots: set | None = None  # output slots a consumer read (set on first read)
@@ -151,7 +151,7 @@ def _link_unique(runs: list[Run], index: dict[str, int]) -> list[list[int | None
     picks: list[list[int | None]] = []
     get = index.get
     for i, me in enumerate(runs):
-        fed = [get(name) for name, _ in me.inputs]
+        fed = [get(name) for _, name, _ in me.inputs]
         if i in fed:
             fed = [None if p == i else p for p in fed]
         if me.type in MERGE:
@@ -186,7 +186,7 @@ class _Linker:
         merge = me.type in MERGE
         used = self.used.setdefault(me.name, set())
         offers: list[list[tuple[int, tuple | None]]] = []
-        for k, (name, slot) in enumerate(me.inputs):
+        for k, (_, name, slot) in enumerate(me.inputs):
             cands = self._candidates(i, k, name, slot, merge, used)
             offers.append([(q, _offer(runs[q], me.type)) for q in cands])
         tag = _merge_tag(offers, used) if merge else _tag(offers, used)
@@ -196,7 +196,7 @@ class _Linker:
         if _concrete(tag):
             used.add(tag)
         picks: list[int | None] = []
-        for (name, slot), cands in zip(me.inputs, offers):
+        for (_, name, slot), cands in zip(me.inputs, offers):
             q = _pick(runs, cands, tag, exact_only=merge)
             if q is not None and slot is not None:
                 if runs[q].used_slots is None:
@@ -211,7 +211,7 @@ class _Linker:
                 fed = [max(fed, key=lambda k: (runs[picks[k]].ready, runs[picks[k]].start))]
             picks = [p if fed and k == fed[0] else None for k, p in enumerate(picks)]
         for k, q in enumerate(picks):
-            if q is not None and len(self.by_name[me.inputs[k][0]]) > 1:
+            if q is not None and len(self.by_name[me.inputs[k][1]]) > 1:
                 self.read.setdefault((me.name, k), set()).add(q)
         return picks
 

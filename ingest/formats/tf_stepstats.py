@@ -232,11 +232,6 @@ def _dur_ns(node) -> int:
     return _ns(node.all_end_rel_nanos, node.all_end_rel_micros)
 
 
-def _rel_us(nanos: int, micros: int):
-    """An attrs value: nanos / 1000 when set, else the micros as they were."""
-    return nanos / 1000 if nanos else micros
-
-
 def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceFrames:
     """Canonical frames for one step. ``path`` is only used in messages.
 
@@ -332,8 +327,7 @@ def _run_of(b: _Builder, node, device_uid: str) -> tuple:
     op_end = node.op_end_rel_nanos or node.op_end_rel_micros * 1000
     ready = start + (min(op_end, dur) if op_end > 0 else dur)
     args = _args(label) if label else []
-    return tf_runs.Run(name, label["type"] if label else None, start, ready, start + dur,
-                       [(n, slot) for _, n, slot in args]), args
+    return tf_runs.Run(name, label["type"] if label else None, start, ready, start + dur, args), args
 
 
 def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
@@ -353,9 +347,12 @@ def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
     mstats = node.memory_stats
     # attrs: these keys in this order, each only when set (as json.dumps of
     # the dict without its None values).
-    attrs = {"op_start_rel_us": _rel_us(node.op_start_rel_nanos, node.op_start_rel_micros),
-             "op_end_rel_us": _rel_us(node.op_end_rel_nanos, node.op_end_rel_micros)}
-    scheduled = _ns(node.scheduled_nanos, node.scheduled_micros)
+    # op_*_rel: nanos / 1000 when set, else the micros as they were (ints).
+    rel = node.op_start_rel_nanos
+    attrs = {"op_start_rel_us": rel / 1000 if rel else node.op_start_rel_micros}
+    rel = node.op_end_rel_nanos
+    attrs["op_end_rel_us"] = rel / 1000 if rel else node.op_end_rel_micros
+    scheduled = node.scheduled_nanos or node.scheduled_micros * 1000
     if scheduled:
         attrs["scheduled_us"] = (scheduled - origin) / 1000
     thread = node.thread_id
