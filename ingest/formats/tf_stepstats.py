@@ -253,7 +253,7 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
             copy_level.append((name, nodes))
         else:
             op_level.append((name, nodes))
-    records = [(node, b.device(name)) for name, nodes in op_level for node in nodes]
+    records = [(node, device_uid) for name, nodes in op_level for device_uid in [b.device(name)] for node in nodes]
     runs = [_run_of(b, node, device_uid) for node, device_uid in records]
     picks = tf_runs.link([r for r, _ in runs])
     for (node, device_uid), (run, _) in zip(records, runs):
@@ -446,7 +446,7 @@ def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: list, fed: list[t
 def _add_kernels(b: _Builder, stream_level: list, copy_level: list) -> None:
     """Kernel and copy records, each joined to the run of its op that
     launched it (see _kernel_runs)."""
-    records = []  # (node, stream uid, device uid)
+    records = []  # (node, stream uid (None: the device's memcpy stream), device uid, _COPY match)
     seen_copies: set = set()
     for name, nodes in stream_level:
         m = _STREAM.match(name)
