@@ -150,7 +150,8 @@ def test_loop_outputs_allocations_and_kernels_follow_their_run(tmp_path: Path):
     assert k.at["op:L/mm", "start_us"] == 10.0 and k.at["op:L/mm#2", "start_us"] == 35.0
 
 
-# By hand, weights = record durations (mm's kernel lasts as long as mm):
+# By hand (runs named as their uids: Mh#2 is Mh's second run), weights =
+# record durations (mm's kernel lasts as long as mm):
 # earliest finish ef: i0 1, Ei 2, Mi 3, lim 1, Less 4, LC 5; h0 1, Eh 2, Mh 3;
 # Sh 6, Si 6, Ii 7, inc 8, x 9, Ni 9; w 1, Ew 2; mm 26, add 28, Nh 29, Mh#2 30;
 # Mi#2 10, Less#2 11, LC#2 12, Sh#2 31, mm#2 51; Si#2 13, Ii#2 14, x#2 16,
@@ -176,7 +177,8 @@ def test_loop_critical_path_slack_and_chain_by_hand(tmp_path: Path, graph):
     chain = run_analysis(graph, "longest-chain", "loop-hand", {}).records()
     assert [r["op"] for r in chain] == LOOP_CHAIN
     slack = {(r["op"], r["earliest_start_us"]): r["slack_us"] for r in run_analysis(graph, "slack", "loop-hand", {}).records()}
-    # x#1: ef 9, its reader add (on the path) starts at 26 at the latest -> slack 17;
+    # (names as uids: x is the first run, x#2 the second) x: ef 9, its reader
+    # add (on the path) starts at 26 at the latest -> slack 17;
     # x#2: ef 16, add#2 latest start 51 -> 35; inc#2: ef 15, latest finish 51 -> 36
     # (Ni#2, Mi#3, Less#3, LC#3 each 1 us before Sh#3's latest start 55);
     # Si#3: ef 20, nothing reads it -> latest finish 58, slack 38.
