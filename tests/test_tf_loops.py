@@ -403,3 +403,24 @@ def test_real_trace_analyses_on_the_database(real, graph):
         for a, b in zip(runs, runs[1:]):
             assert tuple(a) in ref["edges"][tuple(b)]
     assert answers[f"{stem}-text"] == answers[f"{stem}-binary"]
+
+
+def test_real_trace_without_nanos_links_the_same(real, tmp_path: Path):
+    """The same step as TF 1.x would record it (micros fields only, times
+    truncated to the microsecond): every run is still fed by the same runs."""
+    stem, ref = real
+    stats = text_format.Parse((DATA / f"{stem}.pbtxt").read_text(), step_stats_pb2.StepStats())
+    for dev in stats.dev_stats:
+        for n in dev.node_stats:
+            for f in ("all_start_nanos", "op_start_rel_nanos", "op_end_rel_nanos", "all_end_rel_nanos", "scheduled_nanos"):
+                n.ClearField(f)
+    p = tmp_path / "micros.pb"
+    p.write_bytes(stats.SerializeToString())
+    tf = tf_stepstats.parse(p)
+    assert all(float(x).is_integer() for x in tf.ops["dur_us"])
+    uid = {(n, r): u for u, n, r in zip(tf.ops["uid"], tf.ops["name"], tf.ops["run"])}
+    got: dict = {}
+    for s, d in zip(tf.deps["src"], tf.deps["dst"]):
+        got.setdefault(d, set()).add(s)
+    for v, ps in ref["edges"].items():
+        assert got.get(uid[v], set()) == {uid[p] for p in ps}, v
