@@ -23,6 +23,10 @@
 // Every op on the path has slack 0. Each op links to its heaviest
 // predecessor by `CRITICAL_PRED`: see critical-path-graph for the path
 // itself.
+// A node that ran several times (a loop body) is one op per run: rows
+// may share a name (the Op's `run` and `iteration` tell them apart), and
+// each run depends on the producer runs that fed it (cypher/SCHEMA.md,
+// format notes).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'

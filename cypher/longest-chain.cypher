@@ -16,6 +16,8 @@
 // the one ending at the op executed first. Its op count is stored on the
 // Trace node as `longest_chain_ops`; each op links to its predecessor on
 // its longest chain by `CHAIN_PRED`.
+// A node that ran several times (a loop body) is one op per run: rows
+// may share a name (the Op's `run` and `iteration` tell them apart).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'

@@ -26,6 +26,8 @@
 // actually ran at (see start_us in critical-path). Ops that did not execute
 // are left out. Order: smallest slack first, then earliest start, then
 // execution order, then name, then uid.
+// A node that ran several times (a loop body) is one op per run, each
+// with its own row (the Op's `run` and `iteration` tell them apart).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'

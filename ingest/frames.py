@@ -26,7 +26,7 @@ import pandas as pd
 # Column lists are the contract between parsers, enrichment and the loader.
 OP_COLUMNS = [
     "uid", "name", "type", "device", "seq", "start_us", "end_us", "dur_us",
-    "phase", "executed", "attrs",
+    "phase", "executed", "attrs", "run", "iteration",
 ]
 KERNEL_COLUMNS = [
     "uid", "op", "stream", "name", "start_us", "end_us", "dur_us", "kind",

@@ -30,7 +30,7 @@ NODE_TABLES: list[tuple[str, str, list[str]]] = [
     ("MemoryTimeline", "timelines", ["allocator_name", "points", "t_us", "live_bytes"]),
     ("Op", "ops", ["name", "type", "device_name", "seq", "start_us", "end_us", "dur_us", "weight_us", "phase",
                    "executed", "attrs", "scope", "es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_step",
-                   "chain_len", "lc_step", "inputs"]),
+                   "chain_len", "lc_step", "inputs", "run", "iteration"]),
     ("Kernel", "kernels", ["name", "op_name", "stream_name", "device_name", "start_us", "end_us", "dur_us", "kind",
                            "bytes", "direction", "gap_after_us", "exposed_us"]),
     ("Tensor", "tensors", ["name", "dtype", "shape", "bytes", "output_index", "param", "producer_name", "readers"]),
@@ -63,7 +63,7 @@ MEMBERSHIP = [("HAS_OP_TOTALS", "OpTotals"), ("HAS_OP", "Op"), ("HAS_DEVICE", "D
 
 # Counts and sizes are integers even where pandas widened them to float
 # because the column also holds nulls.
-INT_COLUMNS = frozenset({"seq", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
+INT_COLUMNS = frozenset({"seq", "run", "iteration", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
                          "chain_len", "peak_bytes", "points", "readers", "inputs"})
 
 

@@ -18,15 +18,29 @@ class Op:
     kernels: list[tuple[int, int, int]] = field(default_factory=list)  # (stream, start, dur)
     allocs: list[tuple[int, int]] = field(default_factory=list)  # (micros, +/-bytes)
     output_bytes: int | None = None
+    # Nanosecond times (then ``start``/``dur`` are ignored): the record gets
+    # all_start_nanos / all_end_rel_nanos and the micros fields TF derives
+    # from them (start // 1000, end // 1000 - start // 1000).
+    start_ns: int | None = None
+    dur_ns: int | None = None
+
+
+def _times(op: Op, base: int) -> list[str]:
+    if op.start_ns is None:
+        return [f"    all_start_micros: {base + op.start}", f"    all_end_rel_micros: {op.dur}"]
+    start = base * 1000 + op.start_ns
+    end = start + op.dur_ns
+    return [f"    all_start_micros: {start // 1000}", f"    all_end_rel_micros: {end // 1000 - start // 1000}",
+            f"    all_start_nanos: {start}", f"    all_end_rel_nanos: {op.dur_ns}"]
 
 
 def stepstats_text(ops: list[Op], base: int = 1_000_000) -> str:
-    """A StepStats text: op-level records on GPU:0, kernels on stream:N."""
+    """A StepStats text: op-level records on GPU:0, kernels on stream:N.
+    A name may repeat (one record per run, as a loop body gives)."""
     out = [f'dev_stats {{\n  device: "{GPU}"']
     for op in ops:
         args = ", ".join(op.inputs)
-        rec = [f'  node_stats {{\n    node_name: "{op.name}"',
-               f"    all_start_micros: {base + op.start}", f"    all_end_rel_micros: {op.dur}"]
+        rec = [f'  node_stats {{\n    node_name: "{op.name}"', *_times(op, base)]
         if op.allocs:
             rec.append('    memory {\n      allocator_name: "GPU_0_bfc"')
             for t, b in op.allocs:

@@ -59,6 +59,19 @@ def test_seed_is_read_by_the_fast_path_with_the_same_frames():
     assert_same_frames(tf_stepstats.parse(SEED), tf_stepstats.parse(SEED, fast=False))
 
 
+@pytest.mark.parametrize("name", ["tf-while-loop-lstm-stepstats", "tf-nested-while-loop-stepstats"])
+def test_real_loop_traces_with_nanos_are_read_by_the_fast_path(name):
+    """TF 2.x text (nanos fields, repeated node names): no fallback, the
+    same frames as text_format, and the same as the binary form."""
+    text = ROOT / "tests" / "data" / f"{name}.pbtxt"
+    stepstats_text.parse(text.read_text(), wrapped=False)
+    fast = tf_stepstats.parse(text)
+    assert_same_frames(fast, tf_stepstats.parse(text, fast=False))
+    binary = tf_stepstats.parse(text.with_suffix(".pb"))
+    binary.sources = fast.sources
+    assert_same_frames(binary, fast)
+
+
 @pytest.mark.parametrize("ops,seed", [(30, 0), (1000, 1)])
 def test_generated_traces_same_frames(tmp_path, ops, seed):
     out = generate.write(generate.generate(ops, seed), tmp_path)

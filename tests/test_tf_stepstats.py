@@ -7,6 +7,7 @@ in a shared helper.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tensorboard.compat.proto import config_pb2, step_stats_pb2
 from conftest import SEED_STEPSTATS
 from tracegraph.errors import InputError
 from tracegraph.ingest.enrich import enrich
+from tracegraph.ingest import stepstats_text
 from tracegraph.ingest.formats import tf_stepstats
 
 TEXT = SEED_STEPSTATS.read_text()
@@ -140,3 +142,94 @@ def test_corrupted_field_names_line(tmp_path: Path):
         tf_stepstats.parse(p)
     line = next(i for i, l in enumerate(p.read_text().splitlines(), 1) if "abc" in l)
     assert f"line {line}" in str(e.value)
+
+
+# ------------------------------------------------------------------ nanoseconds
+
+NANOS = """dev_stats {
+  device: "/job:localhost/replica:0/task:0/device:GPU:0"
+  node_stats { node_name: "a" all_start_micros: 1000000 all_end_rel_micros: 0
+               all_start_nanos: 1000000000 all_end_rel_nanos: 400 timeline_label: "a = Const()" }
+  node_stats { node_name: "b" all_start_micros: 1000000 all_end_rel_micros: 0
+               all_start_nanos: 1000000500 all_end_rel_nanos: 300
+               op_start_rel_micros: 0 op_start_rel_nanos: 20 op_end_rel_nanos: 280
+               scheduled_micros: 1000000 scheduled_nanos: 1000000450 timeline_label: "b = Relu(a)" }
+  node_stats { node_name: "c" all_start_micros: 1000001 all_end_rel_micros: 1
+               all_start_nanos: 1000001200 all_end_rel_nanos: 1500 timeline_label: "c = MatMul(b)" }
+  node_stats { node_name: "d" all_start_micros: 1000002 all_end_rel_micros: 1
+               all_start_nanos: 1000002999 all_end_rel_nanos: 2 timeline_label: "d = Relu(c)" }
+  node_stats { node_name: "e" all_start_micros: 1000010 all_end_rel_micros: 3 timeline_label: "e = Relu(d)"
+               memory { allocator_name: "GPU_0_bfc" allocation_records { alloc_micros: 1000010 alloc_bytes: 64 }
+                        allocation_records { alloc_micros: 1000012 alloc_bytes: -64 } } }
+}
+dev_stats {
+  device: "/device:GPU:0/stream:13"
+  node_stats { node_name: "c:MatMul" all_start_micros: 1000001 all_end_rel_micros: 1
+               all_start_nanos: 1000001300 all_end_rel_nanos: 1250 }
+}
+"""
+
+
+def nanos_frames(tmp_path: Path, binary: bool):
+    p = tmp_path / ("n.pb" if binary else "n.pbtxt")
+    if binary:
+        p.write_bytes(text_format.Parse(NANOS, step_stats_pb2.StepStats()).SerializeToString())
+    else:
+        p.write_text(NANOS)
+    tf = tf_stepstats.parse(p)
+    tf.sources = []
+    return tf
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_sub_microsecond_ops_keep_fractional_times(tmp_path: Path, binary: bool):
+    tf = nanos_frames(tmp_path, binary)
+    ops = tf.ops.set_index("name")
+    # ns since the first start (a's), / 1000; e has micros only (10 us after a).
+    assert list(ops["start_us"]) == [0.0, 0.5, 1.2, 2.999, 10.0]
+    assert list(ops["dur_us"]) == [0.4, 0.3, 1.5, 0.002, 3.0]
+    assert list(ops["end_us"]) == [0.4, 0.8, 2.7, 3.001, 13.0]  # (start + dur) in ns, then / 1000
+    attrs = json.loads(ops.at["b", "attrs"])
+    assert (attrs["op_start_rel_us"], attrs["op_end_rel_us"], attrs["scheduled_us"]) == (0.02, 0.28, 0.45)
+    k = tf.kernels.iloc[0]
+    assert (k["op"], k["start_us"], k["dur_us"], k["end_us"]) == ("op:c", 1.3, 1.25, 2.55)
+    a = tf.allocations.iloc[0]
+    assert (a["alloc_us"], a["free_us"]) == (10.0, 12.0)  # allocation records have micros only
+    summary = enrich(tf)
+    # a -> b -> c -> d -> e; c weighs its kernel (1.25): 0.4 + 0.3 + 1.25 + 0.002 + 3.
+    assert summary.props["critical_path_us"] == pytest.approx(4.952, abs=1e-12)
+    assert tf.meta["origin_us"] == 1_000_000.0
+
+
+def test_nanos_text_and_binary_and_fast_reader_agree(tmp_path: Path):
+    from pandas.testing import assert_frame_equal
+
+    text, binary = nanos_frames(tmp_path, False), nanos_frames(tmp_path, True)
+    for name in ("ops", "kernels", "tensors", "deps", "allocations"):
+        assert_frame_equal(getattr(text, name), getattr(binary, name), check_exact=True)
+    # The fast text reader reads the nanos fields (TF's one-field-per-line layout).
+    p = tmp_path / "layout.pbtxt"
+    p.write_text(text_format.MessageToString(text_format.Parse(NANOS, step_stats_pb2.StepStats())))
+    stepstats_text.parse(p.read_text(), wrapped=False)
+    fast, slow = tf_stepstats.parse(p), tf_stepstats.parse(p, fast=False)
+    for name in ("ops", "kernels", "allocations"):
+        assert_frame_equal(getattr(fast, name), getattr(slow, name), check_exact=True)
+    assert list(fast.ops["dur_us"]) == [0.4, 0.3, 1.5, 0.002, 3.0]
+
+
+def test_micros_only_trace_times_are_the_raw_integers():
+    """The seed has micros only: every op's times are exactly its record's
+    integers relative to the first start, read here with a regex."""
+    tf = tf_stepstats.parse(SEED_STEPSTATS)
+    origin = raw_origin()
+    op_level = re.findall(r'device: "(/job:[^"]+)"(.*?)(?=\ndev_stats|\Z)', TEXT, re.S)
+    raw = []  # (name, start, duration) of every op-level record, in file order like the ops
+    for _, body in op_level:
+        for name, start, dur in re.findall(
+                r'node_name: "([^"]+)"\s*all_start_micros: (\d+)(?:\s*op_\w+_rel_micros: \d+)*\s*'
+                r'all_end_rel_micros: (\d+)', body):
+            raw.append((name, int(start) - origin, int(dur), int(start) - origin + int(dur)))
+    got = list(zip(tf.ops["name"], tf.ops["start_us"], tf.ops["dur_us"], tf.ops["end_us"]))
+    assert len(raw) == 108 and got[:len(raw)] == raw
+    assert all(tf.ops["attrs"][len(raw):].str.contains("synthesized_from"))
+    assert all(float(x).is_integer() for x in tf.ops["start_us"]) and tf.meta["origin_us"] == float(origin)

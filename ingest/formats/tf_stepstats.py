@@ -2,18 +2,33 @@
 
 What is read, and how it maps onto the canonical frames:
 
+* Times: the ``*_nanos`` fields where set (TF 2.x writes them beside the
+  micros), else the ``*_micros`` ones; kept as integer nanoseconds until a
+  row is written as microseconds since the trace's first event (so an op
+  under a microsecond keeps its fractional duration, and a micros-only
+  trace gives exactly the integers it always did). Allocation records have
+  microseconds only.
 * Records on op-level devices (``.../device:GPU:0``, ``.../device:CPU:0``)
-  become Ops: times from ``all_start_micros`` + ``all_end_rel_micros``, type
-  and data inputs from ``timeline_label`` (``out = Type(in, in:1, ^ctrl)``,
+  become Ops: times from ``all_start`` + ``all_end_rel``, type and data
+  inputs from ``timeline_label`` (``out = Type(in, in:1, ^ctrl)``,
   optionally prefixed by an allocator summary in brackets).
+* A node recorded several times (a ``tf.while_loop`` body runs once per
+  iteration under one name) gives one Op per record: uid ``op:<name>`` for
+  its first run by start, ``op:<name>#2``, ``#3``... after; ``run`` is the
+  0-based place among them and ``iteration`` the loop iteration when it can
+  be told. Each input of each run is linked to the producer run that fed it
+  (:mod:`tracegraph.ingest.tf_runs` has the rule); its outputs are tensors
+  of their own (``t:<name>:<slot>#<run + 1>`` after the first run), and its
+  allocations and kernels belong to it.
 * Records on ``.../stream:N`` devices become Kernels, joined to their Op by
-  node name (``conv1/Conv2D:Conv2D`` -> op ``conv1/Conv2D``). ``stream:all``
+  node name (``conv1/Conv2D:Conv2D`` -> op ``conv1/Conv2D``; for a node run
+  several times, see ``_kernel_runs``). ``stream:all``
   repeats every kernel of the other streams and is skipped. Records on
   ``.../memcpy`` that repeat a copy already seen on a stream (same name,
   start and duration) are skipped too; the rest become kernels on a
   ``memcpy`` stream. Copies (``...:MEMCPYDtoH``) carry bytes and direction
   from their label; a copy whose op has no op-level record gets an Op of
-  its own, typed by the copy kind.
+  its own, typed by the copy kind (one Op for every record of that name).
 * Outputs become Tensors (dtype, shape, bytes, allocation id, pointer).
 * ``allocation_records`` are paired per op and allocator: each free takes
   the earliest still-open allocation of the same size. A free with no
@@ -37,7 +52,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import stepstats_text
+from tracegraph.ingest import stepstats_text, tf_runs
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
     DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
@@ -133,12 +148,18 @@ def short_device(name: str) -> str:
 
 @dataclass
 class _Builder:
-    """Accumulates frame rows while walking the message once."""
+    """Accumulates frame rows while walking the message once.
+
+    Times are integer nanoseconds until a row is written (``_us`` turns
+    them into microseconds since ``origin_ns``), so that sub-microsecond
+    records keep their durations and nothing drifts in float sums.
+    """
 
     path: str
-    origin: float
+    origin_ns: int
     ops: list = field(default_factory=list)
-    op_by_name: dict = field(default_factory=dict)
+    runs_by_name: dict = field(default_factory=dict)  # node name -> op uids, in run order
+    run_times: dict = field(default_factory=dict)  # op uid -> (start_ns, ready_ns)
     op_uids: set = field(default_factory=set)
     kernels: list = field(default_factory=list)
     tensors: dict = field(default_factory=dict)
@@ -148,6 +169,10 @@ class _Builder:
     devices: dict = field(default_factory=dict)
     streams: dict = field(default_factory=dict)
     allocators: dict = field(default_factory=dict)
+
+    def us(self, t_ns: int) -> float:
+        """Microseconds since the trace origin."""
+        return (t_ns - self.origin_ns) / 1000
 
     def device(self, name: str) -> str:
         name = short_device(name)
@@ -169,15 +194,42 @@ class _Builder:
             self.allocators[uid] = {"uid": uid, "name": name, "device": device_uid}
         return uid
 
-    def tensor(self, op_name: str, slot: int) -> dict:
-        uid = f"t:{op_name}:{slot}"
+    def tensor(self, op_name: str, slot: int, run: int | None) -> dict:
+        """The tensor ``op_name:slot`` of the given run of its producer (None:
+        the producer has no record)."""
+        uid = f"t:{op_name}:{slot}" if not run else f"t:{op_name}:{slot}#{run + 1}"
         if uid not in self.tensors:
-            producer = self.op_by_name.get(op_name)
+            producer = None if run is None else self.runs_by_name[op_name][run]
             self.tensors[uid] = {
                 "uid": uid, "name": f"{op_name}:{slot}", "producer": producer,
                 "output_index": slot if producer else None,
             }
         return self.tensors[uid]
+
+    def run_at(self, name: str, t_ns: int) -> str | None:
+        """The run of ``name`` that was ready most recently by ``t_ns`` (else
+        the last one started by then, else the first): see tf_runs."""
+        uids = self.runs_by_name.get(name)
+        if not uids:
+            return None
+        times = self.run_times
+        ready = [u for u in uids if times[u][1] <= t_ns]
+        started = [u for u in uids if times[u][0] <= t_ns]
+        return (ready or started or uids[:1])[-1]
+
+
+def _ns(nanos: int, micros: int) -> int:
+    """A time field in nanoseconds: the ``*_nanos`` field when set, else the
+    ``*_micros`` one (TF writes both since 2.x; older traces only micros)."""
+    return nanos if nanos else micros * 1000
+
+
+def _start_ns(node) -> int:
+    return _ns(node.all_start_nanos, node.all_start_micros)
+
+
+def _dur_ns(node) -> int:
+    return _ns(node.all_end_rel_nanos, node.all_end_rel_micros)
 
 
 def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceFrames:
@@ -187,10 +239,10 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
     :mod:`tracegraph.ingest.stepstats_text` builds; only attributes are read.
     """
     devs = [(dev.device, list(dev.node_stats)) for dev in stats.dev_stats]
-    starts = [t for _, nodes in devs for t in [n.all_start_micros for n in nodes] if t]
+    starts = [t for _, nodes in devs for n in nodes if (t := n.all_start_nanos or n.all_start_micros * 1000)]
     if not starts:
         raise InputError(path, "no node_stats with times (empty or not a StepStats)")
-    b = _Builder(path=path, origin=float(min(starts)))
+    b = _Builder(path=path, origin_ns=min(starts))
     op_level, stream_level, copy_level = [], [], []
     for name, nodes in devs:
         if name.endswith("/stream:all"):
@@ -201,28 +253,15 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
             copy_level.append((name, nodes))
         else:
             op_level.append((name, nodes))
-    labels: list = []  # (node name, label match) of every op record, in order
-    for name, nodes in op_level:
-        device_uid = b.device(name)
-        for node in nodes:
-            labels.append(_add_op(b, node, device_uid))
-    for name, label in labels:
-        _add_inputs(b, name, label)
-    seen_copies: set = set()
-    for name, nodes in stream_level:
-        m = _STREAM.match(name)
-        device_uid = b.device(m["dev"])
-        stream_uid = b.stream(device_uid, f"stream:{m['id']}", "compute")
-        for node in nodes:
-            key = _add_kernel(b, node, stream_uid, device_uid)
-            if key:
-                seen_copies.add(key)
-    for name, nodes in copy_level:
-        device_uid = b.device(name[: -len("/memcpy")])
-        for node in nodes:
-            key = (node.node_name, node.all_start_micros, node.all_end_rel_micros)
-            if key not in seen_copies:
-                _add_kernel(b, node, b.stream(device_uid, "memcpy", "memcpy"), device_uid)
+    records = [(node, device_uid) for name, nodes in op_level for device_uid in [b.device(name)] for node in nodes]
+    runs = [_run_of(b, node, device_uid) for node, device_uid in records]
+    picks = tf_runs.link([r for r, _ in runs])
+    for (node, device_uid), (run, _) in zip(records, runs):
+        _add_op(b, node, device_uid, run)
+    uids = [op["uid"] for op in b.ops]
+    for (run, args), uid, fed in zip(runs, uids, picks):
+        _add_inputs(b, uid, run, args, [None if q is None else (uids[q], runs[q][0].run) for q in fed])
+    _add_kernels(b, stream_level, copy_level)
     _mark_copy_streams(b)
     tf = TraceFrames(framework="tensorflow", sources=[path], time_unit="us")
     tf.ops = frame(b.ops, OP_COLUMNS)
@@ -234,7 +273,7 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
     tf.devices = frame(list(b.devices.values()), DEVICE_COLUMNS)
     tf.streams = frame(list(b.streams.values()), STREAM_COLUMNS)
     tf.allocators = frame(list(b.allocators.values()), ALLOCATOR_COLUMNS)
-    tf.meta = {"origin_us": b.origin}
+    tf.meta = {"origin_us": b.origin_ns / 1000}
     try:
         tf.check()
     except ValueError as e:
@@ -253,30 +292,69 @@ def _dtype(dtype: int) -> tuple:
     return info
 
 
-def _add_op(b: _Builder, node, device_uid: str) -> tuple:
-    """One op record; returns (node name, label match) for _add_inputs."""
+def _args(label) -> list[tuple[int, str, int | None]]:
+    """``(input position, producer name, slot)`` from a matched label; slot
+    None for a control input (``^name``)."""
+    if not label:
+        return []
+    args = label["args"]
+    if not args.strip():
+        return []
+    out = []
+    for index, arg in enumerate(a.strip() for a in args.split(",")):
+        if not arg:
+            continue
+        if arg[0] == "^":
+            out.append((index, arg[1:], None))
+            continue
+        op_name, _, slot = arg.rpartition(":")
+        if not op_name or not slot.isdigit():
+            op_name, slot = arg, "0"
+        out.append((index, op_name, int(slot)))
+    return out
+
+
+def _run_of(b: _Builder, node, device_uid: str) -> tuple:
+    """(tf_runs.Run, its label's inputs as _args gives them) of one op-level
+    record."""
     name = node.node_name
     if not name:
         raise InputError(b.path, "node_stats without node_name", f"device {b.devices[device_uid]['name']}")
-    uid, n = f"op:{name}", 2
+    text = node.timeline_label
+    label = _LABEL.match(text) if text else None
+    start = node.all_start_nanos or node.all_start_micros * 1000
+    dur = node.all_end_rel_nanos or node.all_end_rel_micros * 1000
+    op_end = node.op_end_rel_nanos or node.op_end_rel_micros * 1000
+    ready = start + (min(op_end, dur) if op_end > 0 else dur)
+    args = _args(label) if label else []
+    return tf_runs.Run(name, label["type"] if label else None, start, ready, start + dur, args), args
+
+
+def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
+    """One op record (one run of its node)."""
+    name = run.name
+    uid = f"op:{name}" if run.run == 0 else f"op:{name}#{run.run + 1}"
     op_uids = b.op_uids
-    while uid in op_uids:  # a node recorded twice (e.g. in a loop) keeps both
+    n = run.run + 2
+    while uid in op_uids:  # only for names that break TF's rules (no '#' in node names)
         uid, n = f"op:{name}#{n}", n + 1
     op_uids.add(uid)
     text = node.timeline_label
-    label = _LABEL.match(text) if text else None
-    op_type = label["type"] if label else None
-    origin = b.origin
-    start = node.all_start_micros - origin
-    dur = float(node.all_end_rel_micros)
+    op_type = run.type
+    start_ns = run.start
+    origin = b.origin_ns
     memory = node.memory
     mstats = node.memory_stats
     # attrs: these keys in this order, each only when set (as json.dumps of
     # the dict without its None values).
-    attrs = {"op_start_rel_us": node.op_start_rel_micros, "op_end_rel_us": node.op_end_rel_micros}
-    scheduled = node.scheduled_micros
+    # op_*_rel: nanos / 1000 when set, else the micros as they were (ints).
+    rel = node.op_start_rel_nanos
+    attrs = {"op_start_rel_us": rel / 1000 if rel else node.op_start_rel_micros}
+    rel = node.op_end_rel_nanos
+    attrs["op_end_rel_us"] = rel / 1000 if rel else node.op_end_rel_micros
+    scheduled = node.scheduled_nanos or node.scheduled_micros * 1000
     if scheduled:
-        attrs["scheduled_us"] = scheduled - origin
+        attrs["scheduled_us"] = (scheduled - origin) / 1000
     thread = node.thread_id
     if thread:
         attrs["thread_id"] = thread
@@ -292,27 +370,35 @@ def _add_op(b: _Builder, node, device_uid: str) -> tuple:
         in_use = {m.allocator_name: m.allocator_bytes_in_use for m in memory if m.allocator_bytes_in_use}
         if in_use:
             attrs["allocator_bytes_in_use"] = in_use
-    b.op_by_name.setdefault(name, uid)
+    if run.tag and len(run.tag) > 1 and None not in run.tag:
+        attrs["loop_iterations"] = list(run.tag)
+    uids = b.runs_by_name.get(name)
+    if uids is None:
+        uids = b.runs_by_name[name] = [None] * (run.run + 1)
+    elif len(uids) <= run.run:
+        uids.extend([None] * (run.run + 1 - len(uids)))
+    uids[run.run] = uid
+    b.run_times[uid] = (start_ns, run.ready)
     ops = b.ops
     ops.append({
-        "uid": uid, "name": name, "type": op_type or "Unknown", "device": device_uid,
-        "seq": len(ops), "start_us": start, "end_us": start + dur, "dur_us": dur,
-        "phase": phase_of(name, op_type), "executed": True,
-        "attrs": json.dumps(attrs),
+        "uid": uid, "name": name, "type": op_type or "Unknown", "device": device_uid, "seq": len(ops),
+        "start_us": (start_ns - origin) / 1000, "end_us": (run.end - origin) / 1000,
+        "dur_us": (run.end - start_ns) / 1000,
+        "phase": phase_of(name, op_type), "executed": True, "attrs": json.dumps(attrs),
+        "run": run.run, "iteration": run.tag[-1] if run.tag and run.tag[-1] is not None else None,
     })
-    outputs = _add_outputs(b, node, uid, name) if node.output else []
+    outputs = _add_outputs(b, node, uid, name, run.run) if node.output else []
     if memory or outputs or persistent:
-        _add_allocations(b, node, uid, device_uid, outputs, start)
-    return name, label
+        _add_allocations(b, node, uid, device_uid, outputs)
 
 
-def _add_outputs(b: _Builder, node, op_uid: str, name: str) -> list[dict]:
+def _add_outputs(b: _Builder, node, op_uid: str, name: str, run: int) -> list[dict]:
     outputs = []
     tensor = b.tensor
     for out in node.output:
         td = out.tensor_description
         slot = out.slot
-        t = tensor(name, slot)
+        t = tensor(name, slot, run)
         t["producer"], t["output_index"] = op_uid, slot
         dims = [d.size for d in td.shape.dim]
         ad = td.allocation_description
@@ -331,80 +417,143 @@ def _add_outputs(b: _Builder, node, op_uid: str, name: str) -> list[dict]:
     return outputs
 
 
-def _add_inputs(b: _Builder, node_name: str, label) -> None:
-    """Data and control inputs from the timeline label (already matched)."""
-    if not label:
-        return
-    args = label["args"]
-    if not args.strip():
-        return
-    op_by_name = b.op_by_name
-    dst = op_by_name[node_name]
+def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: list, fed: list[tuple | None]) -> None:
+    """Data and control inputs from the timeline label (as _args parsed it);
+    ``fed`` holds the producer run (op uid, run index) of each input, as
+    tf_runs chose it (None: no record of the producer, or a Merge input
+    that did not fire)."""
     deps = b.deps
     consumes = b.consumes
-    for index, arg in enumerate(a.strip() for a in args.split(",")):
-        if not arg:
+    # A Merge reads the one input that fired: the linked one, else (none
+    # linked) the inputs whose producer has no record.
+    merge = run.type in tf_runs.MERGE
+    fired = merge and any(fed)
+    for (index, name, slot), src in zip(args, fed):
+        if merge and src is None and (fired or name in b.runs_by_name):
             continue
-        if arg[0] == "^":
-            src = op_by_name.get(arg[1:])
+        src, src_run = src if src else (None, None)
+        if slot is None:
             if src and src != dst:
                 deps.setdefault((src, dst), {"src": src, "dst": dst, "kind": "control"})
             continue
-        op_name, _, slot = arg.rpartition(":")
-        if not op_name or not slot.isdigit():
-            op_name, slot = arg, "0"
-        t = b.tensor(op_name, int(slot))
+        t = b.tensor(name, slot, src_run)
         consumes.append({"op": dst, "tensor": t["uid"], "input_index": index})
-        src = t["producer"]
         if src and src != dst:
             # A data edge wins over a control edge between the same pair.
             deps[(src, dst)] = {"src": src, "dst": dst, "kind": "data"}
 
 
-def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str) -> tuple | None:
-    """One kernel or copy record; returns its dedup key when it is a copy."""
+def _add_kernels(b: _Builder, stream_level: list, copy_level: list) -> None:
+    """Kernel and copy records, each joined to the run of its op that
+    launched it (see _kernel_runs)."""
+    records = []  # (node, stream uid (None: the device's memcpy stream), device uid, _COPY match)
+    seen_copies: set = set()
+    for name, nodes in stream_level:
+        m = _STREAM.match(name)
+        device_uid = b.device(m["dev"])
+        stream_uid = b.stream(device_uid, f"stream:{m['id']}", "compute")
+        for node in nodes:
+            copy = _copy_of(node)
+            records.append((node, stream_uid, device_uid, copy))
+            if copy:
+                seen_copies.add((node.node_name, _start_ns(node), _dur_ns(node)))
+    for name, nodes in copy_level:
+        device_uid = b.device(name[: -len("/memcpy")])
+        for node in nodes:
+            if (node.node_name, _start_ns(node), _dur_ns(node)) not in seen_copies:
+                records.append((node, None, device_uid, _copy_of(node)))
+    owners = _kernel_runs(b, [r[0] for r in records])
+    for (node, stream_uid, device_uid, copy), owner in zip(records, owners):
+        if stream_uid is None:
+            stream_uid = b.stream(device_uid, "memcpy", "memcpy")
+        _add_kernel(b, node, stream_uid, device_uid, owner, copy)
+
+
+def _kernel_runs(b: _Builder, nodes: list) -> list[str | None]:
+    """The op run (uid) of every kernel record, None when no op has its name.
+
+    A kernel of a node run several times goes to the run whose place among
+    the node's runs (by start) is the kernel's place among the records of
+    the same kernel name, when there are as many of those as runs (GPU
+    kernels can start after the next run was launched); else to the last
+    run started by the kernel's start."""
+    owners = [_kernel_owner(b, node.node_name) for node in nodes]
+    runs_by_name = b.runs_by_name
+    out = [runs_by_name[o][0] if o else None for o in owners]
+    if all(len(uids) == 1 for uids in runs_by_name.values()):
+        return out
+    groups: dict = {}
+    for i, (node, owner) in enumerate(zip(nodes, owners)):
+        if owner and len(b.runs_by_name[owner]) > 1:
+            groups.setdefault((owner, node.node_name), []).append(i)
+    for (owner, _), idx in groups.items():
+        uids = b.runs_by_name[owner]
+        idx.sort(key=lambda i: (_start_ns(nodes[i]), i))
+        if len(idx) == len(uids):
+            for i, uid in zip(idx, uids):
+                out[i] = uid
+        else:
+            for i in idx:
+                t = _start_ns(nodes[i])
+                started = [u for u in uids if b.run_times[u][0] <= t]
+                out[i] = (started or uids[:1])[-1]
+    return out
+
+
+def _copy_of(node):
     name = node.node_name
-    all_start = node.all_start_micros
-    all_rel = node.all_end_rel_micros
-    start = all_start - b.origin
-    dur = float(all_rel)
-    copy = _COPY.match(node.timeline_label or "") or (None if ":MEMCPY" not in name else _COPY.match(name.rsplit(":", 1)[1] + " 0 bytes"))
-    op_uid = _kernel_owner(b, name)
+    return _COPY.match(node.timeline_label or "") or (
+        None if ":MEMCPY" not in name else _COPY.match(name.rsplit(":", 1)[1] + " 0 bytes"))
+
+
+def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str, op_uid: str | None, copy) -> None:
+    """One kernel or copy record of op run ``op_uid`` (None: no op record has
+    its name, so it gets an op of its own); ``copy`` is its _COPY match."""
+    name = node.node_name
+    start_ns = _start_ns(node)
+    dur_ns = _dur_ns(node)
+    start, end, dur = b.us(start_ns), b.us(start_ns + dur_ns), dur_ns / 1000
+    if op_uid is None:  # an op synthesized for an earlier record of the same name?
+        owner = _kernel_owner(b, name)
+        op_uid = b.runs_by_name[owner][0] if owner else None
     if op_uid is None:
         base = name.rsplit(":", 1)[0] if ":" in name else name
         op_type = name.rsplit(":", 1)[1] if ":" in name else "Kernel"
         op_uid = f"op:{base}"
-        b.op_by_name[base] = op_uid
+        b.runs_by_name[base] = [op_uid]
+        b.run_times[op_uid] = (start_ns, start_ns + dur_ns)
         b.op_uids.add(op_uid)
         b.ops.append({
             "uid": op_uid, "name": base, "type": op_type, "device": device_uid,
-            "seq": len(b.ops), "start_us": start, "end_us": start + dur, "dur_us": dur,
+            "seq": len(b.ops), "start_us": start, "end_us": end, "dur_us": dur,
             "phase": phase_of(base, op_type), "executed": True, "attrs": json.dumps({"synthesized_from": "kernel"}),
+            "run": 0, "iteration": None,
         })
-        # ``edge_N_<op>`` copies move <op>'s output: that op precedes the copy.
+        # ``edge_N_<op>`` copies move <op>'s output: that op (its run ready
+        # last before the copy) precedes the copy.
         edge = re.match(r"^edge_\d+_(.+)$", base)
-        src = b.op_by_name.get(edge[1]) if edge else None
+        src = b.run_at(edge[1], start_ns) if edge else None
         if src:
             b.deps.setdefault((src, op_uid), {"src": src, "dst": op_uid, "kind": "data"})
     kernels = b.kernels
     kernels.append({
         "uid": f"k:{len(kernels)}", "op": op_uid, "stream": stream_uid, "name": name,
-        "start_us": start, "end_us": start + dur, "dur_us": dur,
+        "start_us": start, "end_us": end, "dur_us": dur,
         "kind": "memcpy" if copy else "compute",
         "bytes": int(copy["bytes"]) if copy and int(copy["bytes"]) else None,
         "direction": copy["dir"] if copy else None,
     })
-    return (name, all_start, all_rel) if copy else None
 
 
 def _kernel_owner(b: _Builder, name: str) -> str | None:
-    """``op:Kernel`` -> the op; ``op:Snapshot:MEMCPYDtoD`` -> the op too."""
+    """The node name a kernel belongs to: ``op:Kernel`` -> ``op``;
+    ``op:Snapshot:MEMCPYDtoD`` -> ``op`` too."""
     parts = name.split(":")
     for cut in range(len(parts) - 1, 0, -1):
-        uid = b.op_by_name.get(":".join(parts[:cut]))
-        if uid:
-            return uid
-    return b.op_by_name.get(name)
+        owner = ":".join(parts[:cut])
+        if owner in b.runs_by_name:
+            return owner
+    return name if name in b.runs_by_name else None
 
 
 def _mark_copy_streams(b: _Builder) -> None:
@@ -421,9 +570,9 @@ def _alloc_time(record: tuple) -> int:
     return record[0]
 
 
-def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: list[dict], op_start: float) -> None:
+def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: list[dict]) -> None:
     paired: list[dict] = []
-    origin = b.origin
+    us = b.us
     memory = node.memory
     for mem in memory:
         allocator = b.allocator(mem.allocator_name, device_uid)
@@ -432,7 +581,7 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
             continue
         open_: list[dict] = []
         for micros, nbytes in sorted([(r.alloc_micros, r.alloc_bytes) for r in records], key=_alloc_time):
-            t = micros - origin
+            t = us(micros * 1000)  # AllocationRecord has microseconds only
             if nbytes > 0:
                 a = {"allocator": allocator, "bytes": nbytes, "alloc_us": t, "free_us": None}
                 open_.append(a)
