@@ -13,6 +13,7 @@ import math
 import pandas as pd
 
 from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.observed_path import PATH_COLUMNS
 
 # (label, frame attribute, columns stored as properties)
 NODE_TABLES = [
@@ -24,9 +25,9 @@ NODE_TABLES = [
     ("MemoryTimeline", "timelines", ["allocator_name", "points", "t_us", "live_bytes"]),
     ("Op", "ops", ["name", "type", "device_name", "seq", "start_us", "end_us", "dur_us", "weight_us", "phase",
                    "executed", "attrs", "scope", "es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_step",
-                   "chain_len", "lc_step", "inputs"]),
+                   "chain_len", "lc_step", "inputs", "thread", "category", *PATH_COLUMNS]),
     ("Kernel", "kernels", ["name", "op_name", "stream_name", "device_name", "start_us", "end_us", "dur_us", "kind",
-                           "bytes", "direction", "gap_after_us", "exposed_us"]),
+                           "bytes", "direction", "gap_after_us", "exposed_us", *PATH_COLUMNS]),
     ("Tensor", "tensors", ["name", "dtype", "shape", "bytes", "output_index", "param", "producer_name", "readers"]),
     ("Allocation", "allocations", ["allocator_name", "bytes", "requested_bytes", "alloc_us", "free_us", "address",
                                    "kind", "op_name", "tensor_name"]),
@@ -50,6 +51,14 @@ REL_TABLES = [
     ("ALLOCATED", "Op", "Allocation", "allocations", "op", "uid", []),
     ("IN_ALLOCATOR", "Allocation", "Allocator", "allocations", "uid", "allocator", []),
     ("HAS_TIMELINE", "Allocator", "MemoryTimeline", "timelines", "allocator", "uid", []),
+    ("PARENT_OF", "Op", "Op", "ops", "parent", "uid", []),
+    ("ISSUED", "Op", "Kernel", "kernels", "launch", "uid", []),
+    ("WAITED_FOR", "Op", "Kernel", "host_waits", "dst", "src", []),
+    ("WAITED_FOR", "Kernel", "Kernel", "stream_waits", "dst", "src", []),
+    ("OBSERVED_NEXT", "Op", "Op", "observed_next_oo", "src", "dst", ["step"]),
+    ("OBSERVED_NEXT", "Op", "Kernel", "observed_next_ok", "src", "dst", ["step"]),
+    ("OBSERVED_NEXT", "Kernel", "Op", "observed_next_ko", "src", "dst", ["step"]),
+    ("OBSERVED_NEXT", "Kernel", "Kernel", "observed_next_kk", "src", "dst", ["step"]),
 ]
 MEMBERSHIP = [("HAS_OP", "Op"), ("HAS_DEVICE", "Device"), ("HAS_ALLOCATOR", "Allocator")]
 
@@ -70,6 +79,10 @@ def tables(tf: TraceFrames) -> dict[str, pd.DataFrame]:
     kernels = tf.kernels.assign(op_name=names(tf.kernels["op"]), stream_name=names(tf.kernels["stream"]),
                                 device_name=names(tf.kernels["stream"], device_of))
     deps = tf.deps
+    syncs = tf.syncs
+    nxt = getattr(tf, "observed_next", None)
+    if nxt is None:
+        nxt = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
     return {
         "devices": tf.devices,
         "streams": tf.streams.assign(device_name=names(tf.streams["device"])),
@@ -84,6 +97,10 @@ def tables(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
+        "host_waits": syncs[syncs["kind"] == "host_wait"],
+        "stream_waits": syncs[syncs["kind"] == "stream_wait"],
+        **{f"observed_next_{a[0].lower()}{b[0].lower()}": nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
+           for a in ("Op", "Kernel") for b in ("Op", "Kernel")},
     }
 
 
@@ -124,7 +141,7 @@ def missing(v) -> bool:
 # Counts and sizes are integers even where pandas widened them to float
 # because the column also holds nulls.
 INT_COLUMNS = {"seq", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
-               "chain_len", "peak_bytes"}
+               "chain_len", "peak_bytes", "step"}
 
 
 def plain(key: str, v):
