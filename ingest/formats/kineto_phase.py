@@ -49,7 +49,8 @@ def assign_phases(tf: TraceFrames) -> None:
     index = {u: i for i, u in enumerate(uids)}
     comm_launchers = set(tf.kernels.loc[tf.kernels["kind"] == "communication", "op"]) if len(tf.kernels) else set()
     phase: list = [None] * len(uids)
-    for i in sorted(range(len(uids)), key=lambda i: ops["seq"].iat[i]):
+    seq = ops["seq"].tolist()
+    for i in sorted(range(len(uids)), key=seq.__getitem__):
         mine = own_phase(names[i])
         if uids[i] in comm_launchers:
             mine = "communication"

@@ -27,6 +27,7 @@ import gzip
 import io
 import json
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
@@ -74,7 +75,12 @@ class _Tail(io.RawIOBase):
 
     def __init__(self, inner) -> None:
         self.inner = inner
-        self.tail = b""
+        self.chunks: deque = deque()
+        self.kept = 0
+
+    @property
+    def tail(self) -> bytes:
+        return b"".join(self.chunks)[-_TAIL_BYTES:]
 
     def readable(self) -> bool:
         return True
@@ -82,7 +88,10 @@ class _Tail(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         data = self.inner.read(size)
         if data:
-            self.tail = (self.tail + data)[-_TAIL_BYTES:]
+            self.chunks.append(data)
+            self.kept += len(data)
+            while self.kept - len(self.chunks[0]) >= _TAIL_BYTES:
+                self.kept -= len(self.chunks.popleft())
         return data
 
     def readinto(self, b) -> int:  # pragma: no cover - ijson uses read()
@@ -168,27 +177,56 @@ def _trailing_keys(tail: bytes) -> dict:
     an object (``, "k": v ... }`` or ``}``). The first ``]`` whose rest
     parses that way is the list's end: a ``]`` inside the last event is
     followed by that event's closing brace and then the list's ``]``, which
-    never parses as an object's tail.
+    never parses as an object's tail. Parsing works in place (no copies of
+    the rest), so each wrong candidate costs only the text up to its error.
     """
     text = tail.decode("utf-8", errors="replace")
+    end = len(text.rstrip())
     pos = text.find("]")
     while pos >= 0:
-        rest = text[pos + 1:].lstrip()
-        if rest.startswith(","):
-            candidate = "{" + rest[1:]
-        elif rest.startswith("}"):
-            candidate = rest
-        else:
-            candidate = None
-        if candidate is not None:
-            try:
-                value = json.loads(candidate)
-            except ValueError:
-                value = None
-            if isinstance(value, dict):
-                return value
+        found = _object_tail(text, pos + 1, end)
+        if found is not None:
+            return found
         pos = text.find("]", pos + 1)
     return {}
+
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\n\r"
+
+
+def _object_tail(text: str, i: int, end: int) -> dict | None:
+    """``text[i:]`` as the rest of an object after a value (``, "k": v}``
+    or ``}``) followed by nothing but whitespace; None otherwise."""
+    out: dict = {}
+    n = len(text)
+    while True:
+        while i < n and text[i] in _WS:
+            i += 1
+        if i >= n:
+            return None
+        if text[i] == "}":
+            return out if i + 1 == end else None
+        if text[i] != ",":
+            return None
+        i += 1
+        while i < n and text[i] in _WS:
+            i += 1
+        if i >= n or text[i] != '"':
+            return None
+        try:
+            key, i = _DECODER.raw_decode(text, i)
+            while i < n and text[i] in _WS:
+                i += 1
+            if i >= n or text[i] != ":":
+                return None
+            i += 1
+            while i < n and text[i] in _WS:
+                i += 1
+            value, i = _DECODER.raw_decode(text, i)
+        except ValueError:
+            return None
+        out[key] = value
 
 
 _THOUSAND = Decimal(1000)
