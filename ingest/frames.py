@@ -90,7 +90,7 @@ class TraceFrames:
     ``ops.attrs`` is a JSON text of whatever else the format had for that op
     (kept, never fatal); ``ops.phase`` is forward / backward / optimizer /
     communication / other, or None when unknown; ``kernels.kind`` is
-    ``compute`` or ``memcpy``; ``allocations.kind`` is output / temp /
+    ``compute``, ``memcpy``, ``memset`` or ``communication``; ``allocations.kind`` is output / temp /
     persistent / param / input / gradient (``param``..``gradient`` for
     formats that know the role of a block but not when it was allocated).
     """
