@@ -10,8 +10,9 @@
 // @column share: total_us as a fraction of the summed weight of all executed ops
 //
 // Definition. An op's weight is the sum of its kernel durations on device
-// streams when it launched any, else its own record's duration (1 per op in
-// traces timed in steps); ops that did not execute are left out. The
+// streams when it launched any, else its self time (its own record's
+// duration minus those of the ops nested directly in it; only PyTorch traces
+// nest ops) and 1 per op in traces timed in steps; ops that did not execute are left out. The
 // total_us of all rows sum to the summed weight of the trace's executed ops
 // and their shares to 1. The percentile is percentileDisc (nearest rank, no
 // interpolation: a value some op of the type really has). Order: largest

@@ -10,7 +10,10 @@
 // Definition. An op's phase is decided at ingest from its name and type
 // (TF: `gradients/...` is backward, optimizer scopes and Apply* ops are
 // optimizer, all-reduce/broadcast ops are communication, runtime plumbing
-// such as `_SOURCE` or `_retval` is other, the rest forward); an op whose
+// such as `_SOURCE` or `_retval` is other, the rest forward; PyTorch: ops
+// that launched NCCL kernels or name collectives are communication, work
+// under `autograd::engine` backward, under `Optimizer.step` optimizer, the
+// `ProfilerStep#N` annotation other, the rest forward); an op whose
 // format gave no phase counts as other. Weight as in top-ops; ops that did
 // not execute are left out. bytes_allocated sums the `bytes` of every
 // allocation with an allocation time (alloc_us) made by the phase's ops;

@@ -11,7 +11,9 @@
 // @column share: dur_us as a fraction of all ops' summed weight
 //
 // Definition. An op's weight is the sum of its kernel durations on device
-// streams when it launched any, else its own record's duration. Ops not
+// streams when it launched any, else its self time: its own record's
+// duration minus those of the ops nested directly in it (only PyTorch
+// traces nest ops; elsewhere the op's duration). Ops not
 // executed in the trace are left out. Ties: lower execution sequence
 // number first, then uid.
 //

@@ -5,7 +5,9 @@ programming over a DAG and at ordered running sums. So the loader stores
 their results, and the canned queries only read them:
 
 * op weight: the sum of the op's kernel durations when it has kernels, else
-  its own record's duration (traces timed in steps: 1 per executed op);
+  its self time: its own record's duration minus those of the ops nested
+  directly in it (formats without nesting: its duration; traces timed in
+  steps: 1 per executed op);
 * per op earliest/latest start and finish and slack from a forward and a
   backward pass over the dependency DAG (data + control edges), the heaviest
   predecessor (``cp_pred``), and the op's place on the critical path;
@@ -16,7 +18,9 @@ their results, and the canned queries only read them:
   and the stream's busy time (the length of the union of its kernel
   intervals);
 * per copy kernel the time no compute kernel on its device overlaps
-  (``exposed_us``).
+  (``exposed_us``);
+* the observed critical path, the heaviest path through the order things
+  actually ran in (:mod:`observed_path`).
 
 Ties are broken the same way everywhere: the op with the lower ``seq``
 (execution order), then the lower ``uid``.
@@ -33,6 +37,7 @@ import pandas as pd
 
 from tracegraph.facts import Fact
 from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.observed_path import observed_path
 
 # Slack below this is zero: sums of float microseconds are not exact.
 _EPS = 1e-6
@@ -57,17 +62,25 @@ def enrich(tf: TraceFrames) -> Summary:
     _stream_busy(tf)
     _copy_exposure(tf)
     _degrees(tf)
+    summary.props.update(observed_path(tf))
     summary.props.update(_facts(tf))
     return summary
 
 
 def _weights(tf: TraceFrames) -> pd.Series:
+    """Kernel time when the op launched kernels, else its self time: its
+    duration minus those of the ops nested directly in it (``parent``; no
+    nesting: its duration), never below 0."""
     ops = tf.ops
     executed = ops["executed"].fillna(True).astype(bool)
     if tf.time_unit != "us":
         return executed.astype(float)
     kernel_sum = tf.kernels.groupby("op")["dur_us"].sum() if len(tf.kernels) else pd.Series(dtype=float)
     own = pd.to_numeric(ops["dur_us"], errors="coerce").fillna(0.0)
+    if "parent" in ops and ops["parent"].notna().any():
+        nested = pd.DataFrame({"parent": ops["parent"], "dur": own})
+        children = nested[nested["parent"].notna()].groupby("parent")["dur"].sum()
+        own = (own - ops["uid"].map(children).fillna(0.0)).clip(lower=0.0)
     weight = ops["uid"].map(kernel_sum).astype(float).fillna(own)
     return weight.where(executed, 0.0).astype(float)
 

@@ -24,13 +24,18 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 # Column lists are the contract between parsers, enrichment and the loader.
+# ``parent`` (the op directly enclosing this one on its thread), ``thread``
+# and ``category`` are for formats that record host threads (PyTorch Kineto);
+# other parsers leave them None.
 OP_COLUMNS = [
     "uid", "name", "type", "device", "seq", "start_us", "end_us", "dur_us",
-    "phase", "executed", "attrs", "run", "iteration",
+    "phase", "executed", "attrs", "run", "iteration", "parent", "thread", "category",
 ]
+# ``launch``: the op (a runtime call such as cudaLaunchKernel) that issued the
+# kernel when the format records it apart from ``op``; None elsewhere.
 KERNEL_COLUMNS = [
     "uid", "op", "stream", "name", "start_us", "end_us", "dur_us", "kind",
-    "bytes", "direction",
+    "bytes", "direction", "launch",
 ]
 TENSOR_COLUMNS = [
     "uid", "name", "dtype", "shape", "bytes", "producer", "output_index",
@@ -42,6 +47,11 @@ ALLOCATION_COLUMNS = [
     "uid", "allocator", "bytes", "requested_bytes", "alloc_us", "free_us",
     "address", "kind", "op", "tensor",
 ]
+# Synchronization: ``src`` is a kernel uid; ``dst`` an op uid (kind
+# ``host_wait``: that blocking call returned only after the kernel ended) or
+# a kernel uid (kind ``stream_wait``: that kernel started only after it).
+SYNC_COLUMNS = ["src", "dst", "kind"]
+SYNC_KINDS = ("host_wait", "stream_wait")
 DEVICE_COLUMNS = ["uid", "name", "kind"]
 STREAM_COLUMNS = ["uid", "device", "name", "kind"]
 ALLOCATOR_COLUMNS = ["uid", "name", "device"]
@@ -80,7 +90,7 @@ class TraceFrames:
     ``ops.attrs`` is a JSON text of whatever else the format had for that op
     (kept, never fatal); ``ops.phase`` is forward / backward / optimizer /
     communication / other, or None when unknown; ``kernels.kind`` is
-    ``compute`` or ``memcpy``; ``allocations.kind`` is output / temp /
+    ``compute``, ``memcpy``, ``memset`` or ``communication``; ``allocations.kind`` is output / temp /
     persistent / param / input / gradient (``param``..``gradient`` for
     formats that know the role of a block but not when it was allocated).
     """
@@ -97,6 +107,7 @@ class TraceFrames:
     devices: pd.DataFrame = field(default_factory=lambda: empty(DEVICE_COLUMNS))
     streams: pd.DataFrame = field(default_factory=lambda: empty(STREAM_COLUMNS))
     allocators: pd.DataFrame = field(default_factory=lambda: empty(ALLOCATOR_COLUMNS))
+    syncs: pd.DataFrame = field(default_factory=lambda: empty(SYNC_COLUMNS))
     # Free-form facts about the trace (e.g. {"model": "alexnet"}), stored on
     # the Trace node as ``meta_<key>`` properties.
     meta: dict = field(default_factory=dict)
@@ -120,6 +131,7 @@ class TraceFrames:
             "devices": (self.devices, DEVICE_COLUMNS),
             "streams": (self.streams, STREAM_COLUMNS),
             "allocators": (self.allocators, ALLOCATOR_COLUMNS),
+            "syncs": (self.syncs, SYNC_COLUMNS),
         }
         for name, (df, cols) in tables.items():
             missing = [c for c in cols if c not in df.columns]
@@ -133,6 +145,15 @@ class TraceFrames:
             raise ValueError(f"uid {all_uids[all_uids.duplicated()].iloc[0]!r} used twice")
         op_uids = set(self.ops["uid"])
         _refs(self.kernels["op"], op_uids, "kernels.op")
+        _refs(self.kernels["launch"].dropna(), op_uids, "kernels.launch")
+        _refs(self.ops["parent"].dropna(), op_uids, "ops.parent")
+        kernel_uids = set(self.kernels["uid"])
+        _refs(self.syncs["src"], kernel_uids, "syncs.src")
+        for kind, known in (("host_wait", op_uids), ("stream_wait", kernel_uids)):
+            _refs(self.syncs.loc[self.syncs["kind"] == kind, "dst"], known, f"syncs.dst ({kind})")
+        bad_kind = set(self.syncs["kind"]) - set(SYNC_KINDS)
+        if bad_kind:
+            raise ValueError(f"syncs has unknown kind {sorted(bad_kind)[0]!r}")
         _refs(self.consumes["op"], op_uids, "consumes.op")
         _refs(self.deps["src"], op_uids, "deps.src")
         _refs(self.deps["dst"], op_uids, "deps.dst")

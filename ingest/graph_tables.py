@@ -18,6 +18,7 @@ from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
 from tracegraph.ingest.enrich import Summary
 from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.observed_path import PATH_COLUMNS
 
 # (label, table, columns stored as properties besides uid), in writing order.
 NODE_TABLES: list[tuple[str, str, list[str]]] = [
@@ -30,9 +31,9 @@ NODE_TABLES: list[tuple[str, str, list[str]]] = [
     ("MemoryTimeline", "timelines", ["allocator_name", "points", "t_us", "live_bytes"]),
     ("Op", "ops", ["name", "type", "device_name", "seq", "start_us", "end_us", "dur_us", "weight_us", "phase",
                    "executed", "attrs", "scope", "es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_step",
-                   "chain_len", "lc_step", "inputs", "run", "iteration"]),
+                   "chain_len", "lc_step", "inputs", "run", "iteration", "thread", "category", *PATH_COLUMNS]),
     ("Kernel", "kernels", ["name", "op_name", "stream_name", "device_name", "start_us", "end_us", "dur_us", "kind",
-                           "bytes", "direction", "gap_after_us", "exposed_us"]),
+                           "bytes", "direction", "gap_after_us", "exposed_us", *PATH_COLUMNS]),
     ("Tensor", "tensors", ["name", "dtype", "shape", "bytes", "output_index", "param", "producer_name", "readers"]),
     ("Allocation", "allocations", ["allocator_name", "bytes", "requested_bytes", "alloc_us", "free_us", "address",
                                    "kind", "op_name", "tensor_name"]),
@@ -56,6 +57,14 @@ REL_TABLES: list[tuple[str, str, str, str, str, str, list[str]]] = [
     ("ALLOCATED", "Op", "Allocation", "allocations", "op", "uid", []),
     ("IN_ALLOCATOR", "Allocation", "Allocator", "allocations", "uid", "allocator", []),
     ("HAS_TIMELINE", "Allocator", "MemoryTimeline", "timelines", "allocator", "uid", []),
+    ("PARENT_OF", "Op", "Op", "ops", "parent", "uid", []),
+    ("ISSUED", "Op", "Kernel", "kernels", "launch", "uid", []),
+    ("WAITED_FOR", "Op", "Kernel", "host_waits", "dst", "src", []),
+    ("WAITED_FOR", "Kernel", "Kernel", "stream_waits", "dst", "src", []),
+    ("OBSERVED_NEXT", "Op", "Op", "observed_next_oo", "src", "dst", ["step"]),
+    ("OBSERVED_NEXT", "Op", "Kernel", "observed_next_ok", "src", "dst", ["step"]),
+    ("OBSERVED_NEXT", "Kernel", "Op", "observed_next_ko", "src", "dst", ["step"]),
+    ("OBSERVED_NEXT", "Kernel", "Kernel", "observed_next_kk", "src", "dst", ["step"]),
 ]
 # Trace -> every node of the label.
 MEMBERSHIP = [("HAS_OP_TOTALS", "OpTotals"), ("HAS_OP", "Op"), ("HAS_DEVICE", "Device"),
@@ -63,7 +72,7 @@ MEMBERSHIP = [("HAS_OP_TOTALS", "OpTotals"), ("HAS_OP", "Op"), ("HAS_DEVICE", "D
 
 # Counts and sizes are integers even where pandas widened them to float
 # because the column also holds nulls.
-INT_COLUMNS = frozenset({"seq", "run", "iteration", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
+INT_COLUMNS = frozenset({"seq", "run", "iteration", "step", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
                          "chain_len", "peak_bytes", "points", "readers", "inputs"})
 
 
@@ -106,6 +115,10 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         return pd.Series(list(map(name_of.get, keys)), index=col.index, dtype=object)
 
     deps = tf.deps
+    syncs = tf.syncs
+    nxt = getattr(tf, "observed_next", None)
+    if nxt is None:
+        nxt = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
     return {
         "op_totals": _op_totals(tf.ops),
         "devices": tf.devices,
@@ -122,6 +135,10 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
+        "host_waits": syncs[syncs["kind"] == "host_wait"],
+        "stream_waits": syncs[syncs["kind"] == "stream_wait"],
+        **{f"observed_next_{a[0].lower()}{b[0].lower()}": nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
+           for a in ("Op", "Kernel") for b in ("Op", "Kernel")},
     }
 
 

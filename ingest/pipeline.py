@@ -48,19 +48,25 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
 
     Several files make one trace when exactly one of them is a primary
     format and the others add detail to it (a TF op listing joined to a
-    StepStats file by node name).
+    StepStats file by node name), or when they are all of a format whose
+    module reads several files as one run (``parse_many``: the rank files
+    of a distributed PyTorch job).
     """
     if not paths:
         raise UserError("no input files")
     if fmt != "auto" and fmt not in formats.names():
         raise UserError(f"unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
-    parsed = []
+    named = []
     for p in paths:
         p = Path(p)
         if not p.is_file():
             raise InputError(p, "no such file")
-        name = detect(p) if fmt == "auto" else fmt
-        parsed.append((name, p, formats.get(name).parse(p)))
+        named.append((detect(p) if fmt == "auto" else fmt, p))
+    # Formats whose files are parts of one run (PyTorch ranks) read them together.
+    kinds = {n for n, _ in named}
+    if len(named) > 1 and len(kinds) == 1 and hasattr(formats.get(named[0][0]), "parse_many"):
+        return formats.get(named[0][0]).parse_many([p for _, p in named])
+    parsed = [(name, p, formats.get(name).parse(p)) for name, p in named]
     if len(parsed) == 1:
         return parsed[0][2]
     primary = [x for x in parsed if not hasattr(formats.get(x[0]), "merge")]

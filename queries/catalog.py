@@ -144,6 +144,8 @@ def parse_header(text: str, file: str) -> Analysis:
         if default_text is not None and default_text != "null":
             p = Param(p.name, p.type, False, p.coerce(default_text.strip("'\"")), doc, choices)
         params.append(p)
+    if any(p.name == "trace" and p.type != "TRACE" for p in params):
+        raise ValueError(f"{file}: @param trace must be declared TRACE")
     columns = []
     for raw in tags.get("column", []):
         m = _COLUMN.match(raw)

@@ -94,6 +94,23 @@ def alexnet(session_graph):
     return "alexnet-seed"
 
 
+def everything(graph) -> list:
+    """Every node the database holds, by where it is and its trace: what
+    the atomicity tests compare before and after."""
+    if graph.backend == "neo4j":
+        return graph.run("MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
+                         "ORDER BY t, l, s").rows
+    out = []
+    for key in sorted(graph._redis.scan_iter(match=graph.prefix + "*")):
+        if graph._redis.type(key) == "string":
+            out.append((key, graph._redis.get(key)))
+        else:
+            rows = graph._query(key, "MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
+                                     "ORDER BY t, l, s", None, write=False).rows
+            out.append((key, rows))
+    return out
+
+
 def trace_nodes(graph, trace: str) -> int:
     """How many nodes trace ``trace`` has stored (0 when there is no such trace)."""
     from tracegraph.errors import NotFound

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NEO4J_URI, NO_NEO4J, SEED_CHAINER, SEED_MEGENGINE, SEED_OPLIST, SEED_OPNAMES, SEED_STEPSTATS
+from conftest import EXAMPLES, NEO4J_URI, NO_NEO4J, SEED_CHAINER, SEED_MEGENGINE, SEED_OPLIST, SEED_OPNAMES, SEED_STEPSTATS
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.catalog import catalog
 from tracegraph.queries.run import run_analysis
@@ -37,6 +37,9 @@ TRACES = {
     "par-opnames": [SEED_OPNAMES],
     "par-chainer": [SEED_CHAINER],
     "par-megengine": [SEED_MEGENGINE],
+    "par-kineto-cpu": [EXAMPLES / "pytorch-cnn-cpu.pt.trace.json.gz"],
+    "par-kineto-gpu": [ROOT / "tests" / "data" / "hta" / "event_sync_multi_stream.json.gz"],
+    "par-tf-loop": [ROOT / "tests" / "data" / "tf-while-loop-lstm-stepstats.pb"],
 }
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from conftest import NEO4J_URI, NO_NEO4J, run_cli
-from test_store import everything
+from conftest import NEO4J_URI, NO_NEO4J, everything, run_cli
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
 

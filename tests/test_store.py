@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, ready_traces, run_cli, trace_nodes
+from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, everything, ready_traces, run_cli, trace_nodes
 from stepstats_builder import Op, write
 from tracegraph.errors import Conflict, NotFound
 from tracegraph.ingest.pipeline import ingest, parse_files
@@ -26,23 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import generate  # noqa: E402
-
-
-def everything(graph) -> list:
-    """Every node the database holds, by where it is and its trace: what
-    the atomicity tests compare before and after."""
-    if graph.backend == "neo4j":
-        return graph.run("MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
-                         "ORDER BY t, l, s").rows
-    out = []
-    for key in sorted(graph._redis.scan_iter(match=graph.prefix + "*")):
-        if graph._redis.type(key) == "string":
-            out.append((key, graph._redis.get(key)))
-        else:
-            rows = graph._query(key, "MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
-                                     "ORDER BY t, l, s", None, write=False).rows
-            out.append((key, rows))
-    return out
 
 
 def fail_after(graph, monkeypatch, writes: int) -> list[int]:

@@ -200,6 +200,7 @@ def cmd_demo(args) -> int:
         ("resnet50-opnames", ["tf2-resnet50-opnames.txt"]),
         ("vgg19-chainer", ["chainer-vgg19-graph.txt"]),
         ("resnet50-megengine", ["megengine-resnet50-profile.json"]),
+        ("cnn-pytorch", ["pytorch-cnn-cpu.pt.trace.json.gz"]),
     ]
     with _graph(args) as graph:
         for name, files in samples:

@@ -7,6 +7,10 @@
   frames, or :class:`tracegraph.errors.InputError` naming the file and the
   line/field where it is wrong. Parsers never touch the database.
 
+Formats whose files are parts of one run (PyTorch rank files) also expose
+``parse_many(paths: list[pathlib.Path]) -> TraceFrames``; several files of
+such a format given at once are read by it as one trace.
+
 Formats that only add detail to another format's trace (the TF op listing
 adds shapes and control inputs to StepStats) also expose
 ``merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames``.
@@ -19,6 +23,7 @@ from types import ModuleType
 
 # Order matters for sniffing: the most specific formats first.
 _MODULES = {
+    "pytorch-kineto": "pytorch_kineto",
     "tf-stepstats": "tf_stepstats",
     "megengine-profile": "megengine_profile",
     "chainer-graph": "chainer_graph",

@@ -1,0 +1,217 @@
+"""tracegraph against Holistic Trace Analysis on the same PyTorch traces.
+
+Two halves, because HTA is a bench-only dependency that must not share
+tracegraph's environment (it pins its own pandas and networkx):
+
+* ``python -m bench.hta_compare hta TRACE...`` runs in a virtualenv with
+  ``HolisticTraceAnalysis`` (``pip install HolisticTraceAnalysis ijson
+  'pandas<3'``; HTA 0.5.0 breaks on pandas 3) and prints JSON: per trace
+  the seconds for HTA's load (``TraceAnalysis``), kernel breakdown and
+  critical path, the kernel totals per name, per-stream busy time and the
+  critical path length. HTA runs with ``HTA_DISABLE_NS_ROUNDING=1`` (else it
+  rounds fractional timestamps to whole us: starts up, ends down) and
+  ``include_last_profiler_step=True`` (else it drops the last profiler
+  step), and its critical path over the whole trace (``annotation=""``);
+* ``python -m bench.hta_compare tracegraph TRACE...`` (tracegraph's venv)
+  does the same with tracegraph: ingest into a private embedded database,
+  then the same three answers from the catalog (``observed-critical-path``'s
+  length from the Trace node, ``stream-utilization``, kernel totals by a
+  Cypher sum);
+* ``python -m bench.hta_compare report HTA.json TG.json`` prints the
+  side-by-side tables that bench/RESULTS.md holds.
+
+``python -m bench.hta_compare big OUT.json.gz --mb 100`` writes a large
+trace by replicating the events of a real one (HTA's alexnet test trace by
+default) shifted in time, one copy after the other, with fresh correlation
+ids, so that both tools read a realistic trace of the asked size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SYNC_RECORDS = {"Stream Wait Event", "Stream Sync", "Context Sync", "Event Sync"}
+
+
+# --- HTA side --------------------------------------------------------------------------------------
+
+def run_hta(paths: list[str]) -> dict:
+    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+    os.environ["CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE"] = "1"
+    import logging
+
+    logging.disable(logging.WARNING)
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from hta.trace_analysis import TraceAnalysis
+    from hta.utils.utils import merge_kernel_intervals
+
+    out = {}
+    for p in paths:
+        d = tempfile.mkdtemp()
+        os.symlink(os.path.abspath(p), os.path.join(d, os.path.basename(p)))
+        t0 = time.perf_counter()
+        ta = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
+        t1 = time.perf_counter()
+        _, kernels = ta.get_gpu_kernel_breakdown(visualize=False, num_kernels=10**9, duration_ratio=1.0,
+                                                 include_memory_kernels=True)
+        t2 = time.perf_counter()
+        rank = ta.t.get_ranks()[0]
+        g, ok = ta.critical_path_analysis(rank=rank, annotation="", instance_id=None)
+        length = float(sum(g.edges[u, v]["weight"] for u, v in zip(g.critical_path_nodes, g.critical_path_nodes[1:])))
+        t3 = time.perf_counter()
+        df = ta.t.get_trace(rank)
+        sym = ta.t.symbol_table.get_sym_table()
+        gpu = df[df["stream"].ne(-1) & df["cat"].map(lambda c: sym[c] in ("kernel", "gpu_memcpy", "gpu_memset"))]
+        busy = {}
+        for s, part in gpu.groupby("stream"):
+            m = merge_kernel_intervals(part[["ts", "dur"]].copy())
+            busy[f"stream:{s}"] = float((m["end"] - m["ts"]).sum())
+        out[p] = {"load_s": t1 - t0, "kernel_breakdown_s": t2 - t1, "critical_path_s": t3 - t2,
+                  "kernels": {r["name"]: float(r["sum (us)"]) for _, r in kernels.iterrows()},
+                  "stream_busy_us": busy, "critical_path_us": length, "critical_path_ok": bool(ok)}
+        print(f"hta {p}: load {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, critical path {t3 - t2:.2f} s",
+              file=sys.stderr)
+    return out
+
+
+# --- tracegraph side ------------------------------------------------------------------------------
+
+def run_tracegraph(paths: list[str]) -> dict:
+    home = tempfile.mkdtemp(prefix="tg-hta-")
+    os.environ["TRACEGRAPH_HOME"] = home
+    os.environ.pop("TRACEGRAPH_DB", None)
+    from tracegraph.db.connect import open_graph
+    from tracegraph.ingest.pipeline import ingest
+    from tracegraph.queries.run import run_analysis
+
+    out = {}
+    graph = open_graph()
+    graph.ensure_schema()
+    try:
+        for i, p in enumerate(paths):
+            name = f"t{i}"
+            t0 = time.perf_counter()
+            report = ingest(graph, [Path(p)], name)
+            t1 = time.perf_counter()
+            kernels = dict(graph.run("MATCH (k:Kernel {trace: $t}) RETURN k.name, sum(k.dur_us)", {"t": name},
+                                     trace=name).rows)
+            util = run_analysis(graph, "stream-utilization", name, {})
+            t2 = time.perf_counter()
+            run_analysis(graph, "observed-critical-path", name, {})
+            length = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us",
+                               {"t": name}, trace=name).rows[0][0]
+            t3 = time.perf_counter()
+            cols = util.columns
+            busy = {r[cols.index("stream")]: r[cols.index("busy_us")] for r in util.rows}
+            out[p] = {"ingest_s": t1 - t0, "timings": report.timings, "kernel_breakdown_s": t2 - t1,
+                      "critical_path_s": t3 - t2, "kernels": kernels, "stream_busy_us": busy,
+                      "critical_path_us": length}
+            print(f"tracegraph {p}: ingest {t1 - t0:.2f} s ({', '.join(f'{k} {v:.2f}' for k, v in report.timings.items())}),"
+                  f" kernels+streams {t2 - t1:.2f} s, path {t3 - t2:.2f} s", file=sys.stderr)
+    finally:
+        graph.close()
+    return out
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+def report(hta: dict, tg: dict) -> str:
+    lines = ["| trace | size | HTA load + breakdown + path (s) | tracegraph ingest + analyses (s) | "
+             "critical path HTA (us) | observed path tracegraph (us) | diff | kernel names equal / max diff (us) | "
+             "streams busy max diff (us) |", "|---|---|---|---|---|---|---|---|---|"]
+    for p in hta:
+        h, t = hta[p], tg[p]
+        size = os.path.getsize(p) / 1e6
+        hs = h["load_s"] + h["kernel_breakdown_s"] + h["critical_path_s"]
+        ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["critical_path_s"]
+        diff = (t["critical_path_us"] - h["critical_path_us"]) / h["critical_path_us"] * 100
+        # HTA 0.5.0 counts the "Stream Wait Event" sync record as a compute
+        # kernel; it is not one (tracegraph keeps it as a sync edge).
+        hk = {k: v for k, v in h["kernels"].items() if k not in SYNC_RECORDS}
+        names = set(hk) == set(t["kernels"])
+        kd = max((abs(hk[k] - t["kernels"].get(k, 0.0)) for k in hk), default=0.0)
+        sd = max((abs(v - t["stream_busy_us"].get(s, 0.0)) for s, v in h["stream_busy_us"].items()), default=0.0)
+        lines.append(f"| {Path(p).name} | {size:.1f} MB | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + "
+                     f"{h['critical_path_s']:.2f} = {hs:.2f} | {t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + "
+                     f"{t['critical_path_s']:.2f} = {ts:.2f} | {h['critical_path_us']:,.1f} | "
+                     f"{t['critical_path_us']:,.1f} | {diff:+.3f}% | {'yes' if names else 'NO'} / {kd:.3g} | {sd:.3g} |")
+    return "\n".join(lines)
+
+
+# --- a big trace -----------------------------------------------------------------------------------
+
+def big(src: Path, out: Path, mb: float) -> None:
+    """Replicate ``src``'s events until the JSON text reaches ``mb`` MB."""
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    events = [e for e in doc["traceEvents"] if e.get("ph") != "M" and e.get("cat") != "Trace"]
+    meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    start = min(e["ts"] for e in events if "ts" in e)
+    end = max(e["ts"] + e.get("dur", 0) for e in events if "ts" in e)
+    span = end - start + 10
+    corr_max = max([e.get("args", {}).get("correlation", 0) for e in events] + [e.get("id", 0) for e in events
+                                                                                 if isinstance(e.get("id"), int)]) + 1
+    one = len(json.dumps(events))
+    copies = max(1, int(mb * 1e6 / one) + 1)
+    header = {k: v for k, v in doc.items() if k != "traceEvents"}
+    with gzip.open(out, "wt", compresslevel=1) as f:
+        f.write(json.dumps(header)[:-1] + ', "traceEvents": [')
+        f.write(",\n".join(json.dumps(e) for e in meta))
+        for c in range(copies):
+            shift, cshift = c * span, c * corr_max
+            chunk = []
+            for e in events:
+                e = dict(e)
+                if "ts" in e:
+                    e["ts"] = e["ts"] + shift
+                if "args" in e and "correlation" in e["args"]:
+                    e["args"] = dict(e["args"], correlation=e["args"]["correlation"] + cshift)
+                    if "External id" in e["args"]:
+                        e["args"]["External id"] = e["args"]["External id"] + cshift
+                if e.get("cat") == "ac2g" and isinstance(e.get("id"), int):
+                    e["id"] = e["id"] + cshift
+                chunk.append(json.dumps(e))
+            f.write(",\n" + ",\n".join(chunk))
+        f.write("]}")
+    print(f"{out}: {copies} copies of {src.name}, {copies * one / 1e6:.0f} MB of events "
+          f"({os.path.getsize(out) / 1e6:.1f} MB gzipped)", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.hta_compare")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("hta", "tracegraph"):
+        s = sub.add_parser(name)
+        s.add_argument("traces", nargs="+")
+        s.add_argument("--out", required=True)
+    s = sub.add_parser("report")
+    s.add_argument("hta")
+    s.add_argument("tg")
+    s = sub.add_parser("big")
+    s.add_argument("out")
+    s.add_argument("--mb", type=float, default=100)
+    s.add_argument("--src", default=str(ROOT / "tests" / "data" / "hta" / "alexnet.json.gz"))
+    a = p.parse_args(argv)
+    if a.cmd == "hta":
+        Path(a.out).write_text(json.dumps(run_hta(a.traces), indent=1))
+    elif a.cmd == "tracegraph":
+        Path(a.out).write_text(json.dumps(run_tracegraph(a.traces), indent=1))
+    elif a.cmd == "report":
+        print(report(json.loads(Path(a.hta).read_text()), json.loads(Path(a.tg).read_text())))
+    else:
+        big(Path(a.src), Path(a.out), a.mb)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""Reading a Kineto (Chrome trace-event) JSON file without holding it.
+
+A PyTorch profile can be hundreds of MB of JSON, most of it the
+``traceEvents`` list. This module streams it: ijson (its yajl2_c backend,
+C code end to end) builds one event dict at a time, so memory is bounded by
+what the caller keeps of each event, not by the file. Numbers arrive as
+``int`` or ``Decimal`` (never ``float``): Kineto writes microseconds since
+the epoch (or since ``baseTimeNanoseconds``) with three decimals, e.g.
+``1712195495519689.047``, which a float64 cannot hold to the nanosecond
+(its spacing there is 0.25 us); :func:`ns` turns them into exact integer
+nanoseconds.
+
+The keys around ``traceEvents`` (``schemaVersion``, ``deviceProperties``,
+``distributedInfo``, ``baseTimeNanoseconds``, ``displayTimeUnit``, ...) are
+read too: those before it by a short token scan that stops at the list, those
+after it from the last bytes of the stream (kept while the events stream by),
+so neither needs a second pass over the events.
+
+Every failure is an :class:`InputError` naming the file: not gzip although
+gzip-compressed in name or magic, truncated or malformed JSON, no
+``traceEvents`` list.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections import deque
+from collections.abc import Iterator
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from pathlib import Path
+
+import ijson
+
+from tracegraph.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+# Bytes kept from the end of the stream to read the keys after traceEvents.
+_TAIL_BYTES = 4 << 20
+
+
+def open_text(path: Path) -> io.BufferedIOBase:
+    """The file's bytes, gunzipped when it starts with the gzip magic."""
+    try:
+        raw = open(path, "rb")
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror}") from None
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if str(path).endswith(".gz"):
+        head = raw.read(1 << 12).lstrip()
+        raw.seek(0)
+        if not head.startswith(b"{"):
+            raw.close()
+            raise InputError(path, "named .gz but not gzip-compressed (and not JSON either)")
+    return raw
+
+
+def head_text(head: bytes) -> bytes:
+    """The start of the (decompressed) content, for format sniffing."""
+    if head.startswith(GZIP_MAGIC):
+        try:
+            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, 1 << 16)
+        except zlib.error:
+            return b""
+    return head
+
+
+class _Tail(io.RawIOBase):
+    """A read-through wrapper that remembers the last bytes read."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.chunks: deque = deque()
+        self.kept = 0
+
+    @property
+    def tail(self) -> bytes:
+        return b"".join(self.chunks)[-_TAIL_BYTES:]
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.inner.read(size)
+        if data:
+            self.chunks.append(data)
+            self.kept += len(data)
+            while self.kept - len(self.chunks[0]) >= _TAIL_BYTES:
+                self.kept -= len(self.chunks.popleft())
+        return data
+
+    def readinto(self, b) -> int:  # pragma: no cover - ijson uses read()
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+def _errors(path: Path):
+    """Map the low-level failures of gzip and ijson to one-line InputErrors."""
+    def wrap(exc: BaseException) -> InputError:
+        if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+            return InputError(path, f"not a valid gzip file: {_first_line(exc)}")
+        if isinstance(exc, EOFError):
+            return InputError(path, "gzip stream ends early (truncated file)")
+        if isinstance(exc, ijson.IncompleteJSONError):
+            msg = _first_line(exc)
+            if "premature EOF" in msg or "incomplete" in msg.lower():
+                return InputError(path, "truncated JSON (the file ends inside the trace)")
+            return InputError(path, f"malformed JSON: {msg}")
+        if isinstance(exc, UnicodeDecodeError):
+            return InputError(path, "not UTF-8 text")
+        return InputError(path, f"cannot read: {_first_line(exc)}")
+    return wrap
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0].strip() if text else type(exc).__name__
+
+
+_READ_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError, ijson.JSONError, UnicodeDecodeError, OSError)
+
+
+def read_header(path: Path) -> dict:
+    """The top-level keys before ``traceEvents`` (a short token scan)."""
+    wrap = _errors(path)
+    tokens = []
+    found = False
+    try:
+        with open_text(path) as f:
+            for prefix, event, value in ijson.parse(f, use_float=False):
+                if not tokens and event != "start_map":
+                    raise InputError(path, "not a JSON object (a trace is {\"traceEvents\": [...], ...})")
+                if prefix == "" and event == "map_key" and value == "traceEvents":
+                    found = True
+                    break
+                tokens.append((prefix, event, value))
+    except InputError:
+        raise
+    except _READ_ERRORS as e:
+        raise wrap(e) from None
+    if not found:
+        raise InputError(path, "no traceEvents list: not a Chrome/Kineto trace")
+    tokens.append(("", "end_map", None))
+    return next(ijson.items(iter(tokens), ""))
+
+
+def stream_events(path: Path, trailer: dict) -> Iterator[dict]:
+    """Each element of ``traceEvents`` in file order; on exhaustion
+    ``trailer`` holds the top-level keys that follow the list."""
+    wrap = _errors(path)
+    try:
+        with open_text(path) as f:
+            tail = _Tail(f)
+            for ev in ijson.items(tail, "traceEvents.item", use_float=False):
+                yield ev
+            # Drain the rest so that the tail covers the end of the file and
+            # a truncated end is detected.
+            while tail.read(1 << 16):
+                pass
+    except InputError:
+        raise
+    except _READ_ERRORS as e:
+        raise wrap(e) from None
+    trailer.update(_trailing_keys(tail.tail))
+
+
+def _trailing_keys(tail: bytes) -> dict:
+    """The keys after the traceEvents list, from the stream's last bytes.
+
+    The list ends at a ``]`` after which the rest of the text is the tail of
+    an object (``, "k": v ... }`` or ``}``). The first ``]`` whose rest
+    parses that way is the list's end: a ``]`` inside the last event is
+    followed by that event's closing brace and then the list's ``]``, which
+    never parses as an object's tail. Parsing works in place (no copies of
+    the rest), so each wrong candidate costs only the text up to its error.
+    """
+    text = tail.decode("utf-8", errors="replace")
+    end = len(text.rstrip())
+    pos = text.find("]")
+    while pos >= 0:
+        found = _object_tail(text, pos + 1, end)
+        if found is not None:
+            return found
+        pos = text.find("]", pos + 1)
+    return {}
+
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\n\r"
+
+
+def _object_tail(text: str, i: int, end: int) -> dict | None:
+    """``text[i:]`` as the rest of an object after a value (``, "k": v}``
+    or ``}``) followed by nothing but whitespace; None otherwise."""
+    out: dict = {}
+    n = len(text)
+    while True:
+        while i < n and text[i] in _WS:
+            i += 1
+        if i >= n:
+            return None
+        if text[i] == "}":
+            return out if i + 1 == end else None
+        if text[i] != ",":
+            return None
+        i += 1
+        while i < n and text[i] in _WS:
+            i += 1
+        if i >= n or text[i] != '"':
+            return None
+        try:
+            key, i = _DECODER.raw_decode(text, i)
+            while i < n and text[i] in _WS:
+                i += 1
+            if i >= n or text[i] != ":":
+                return None
+            i += 1
+            while i < n and text[i] in _WS:
+                i += 1
+            value, i = _DECODER.raw_decode(text, i)
+        except ValueError:
+            return None
+        out[key] = value
+
+
+_THOUSAND = Decimal(1000)
+
+
+def ns(value) -> int:
+    """Microseconds as read from the file -> integer nanoseconds, exactly
+    (half-even at the nanosecond for values with more than three decimals)."""
+    if isinstance(value, bool):
+        raise TypeError("boolean")
+    if isinstance(value, int):
+        return value * 1000
+    if isinstance(value, Decimal):
+        return int((value * _THOUSAND).to_integral_value(ROUND_HALF_EVEN))
+    if isinstance(value, float):
+        return int(round(Decimal(repr(value)) * _THOUSAND))
+    if isinstance(value, str):
+        try:
+            return ns(Decimal(value))
+        except InvalidOperation:
+            raise TypeError("text") from None
+    raise TypeError(type(value).__name__)

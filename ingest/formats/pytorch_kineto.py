@@ -1,0 +1,588 @@
+"""PyTorch profiler traces (``pytorch-kineto``): Kineto's Chrome trace-event
+JSON as written by ``torch.profiler.profile(...).export_chrome_trace`` and
+``tensorboard_trace_handler`` (``*.pt.trace.json``, plain or gzipped).
+
+Detected by content: a JSON object (gzipped or not) with a ``traceEvents``
+list, or with Kineto's ``schemaVersion`` next to ``deviceProperties``,
+``distributedInfo`` or ``baseTimeNanoseconds``. The file is streamed
+(:mod:`kineto_read`); only what the graph needs is kept of each event.
+
+What becomes what:
+
+* Host events (``ph: X``) of category ``cpu_op``, ``user_annotation``,
+  ``python_function`` and the runtime calls ``cuda_runtime`` /
+  ``cuda_driver`` (older traces: ``Operator``, ``Runtime``) are Ops
+  ``op:<rank>:<event index>`` with ``category`` = that category, ``thread``
+  = ``pid:tid`` (``rank<r>/pid:tid`` for several ranks), ``device`` = the
+  rank's CPU. ``type`` is the name for cpu ops and runtime calls
+  (``aten::conv2d``, ``cudaLaunchKernel``), ``ProfilerStep`` for
+  ``ProfilerStep#N`` and the part before ``#`` for other annotations
+  (``Optimizer.step``), ``python_function`` for Python frames. ``attrs``
+  keeps the category, pid, tid, and the args the profiler recorded
+  (``Input Dims``, ``Input type``, ``External id``, ``correlation``, ...).
+* Nesting: an op's ``parent`` is the innermost op of the same thread whose
+  interval ``[ts, ts + dur)`` contains its start (sorted by start, then
+  longer first, then file order). A child that ends after its parent (Kineto
+  rounds some nanosecond traces that way) still counts as its child.
+* Device events (``kernel``, ``gpu_memcpy``, ``gpu_memset``; older traces:
+  ``Kernel``, ``Memcpy``, ``Memset``) are Kernels ``k:<rank>:<index>`` on
+  Stream ``s:<rank>:<device>:<stream>`` (``args.stream``, else ``tid``) of
+  Device ``dev:<rank>:cuda:<device>`` (``args.device``, else ``pid``).
+  Kind: ``memcpy`` (with ``bytes`` and ``direction`` = the word after
+  ``Memcpy`` in the name: HtoD, DtoH, DtoD, ...), ``memset`` (with
+  ``bytes``), ``communication`` (NCCL: the name starts with ``nccl`` or
+  contains ``ncclKernel``/``ncclDevKernel``), else ``compute``.
+* A device event is joined to the runtime call that issued it by
+  ``args.correlation`` (per rank), or, when it has none, by the ``ac2g``
+  flow whose end is on it. That call is the kernel's ``launch``; the op
+  that launched it (``LAUNCHED``) is the innermost ``cpu_op`` enclosing the
+  call (the call itself when no cpu op encloses it). A device event that no
+  runtime call issued is an error.
+* ``cuda_sync`` records give the synchronization edges (``syncs``):
+  ``Stream Sync`` (and ``Context Sync``, for every stream of the device):
+  the blocking call (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``)
+  waited for the kernel of that stream that started last before the
+  record's end; ``Event Sync``: ``cudaEventSynchronize`` waited for the last
+  kernel issued on ``wait_on_stream`` before the ``cudaEventRecord`` named by
+  ``wait_on_cuda_event_record_corr_id``; ``Stream Wait Event``: the next
+  kernel issued on ``stream`` by the same thread after the
+  ``cudaStreamWaitEvent`` call starts after that same kernel. Records whose
+  counterpart is not in the trace are skipped.
+* Memory records (``ph: i``, name ``[memory]``: ``Addr``, ``Bytes`` > 0 for
+  an allocation, < 0 for a free, ``Device Type`` 0 = CPU / 1 = CUDA,
+  ``Device Id``) are paired by address per allocator
+  ``mem:<rank>:<cpu|cuda:<id>>`` into Allocations (alloc, then the next
+  free of that address). A free without an allocation in the trace (memory
+  allocated before profiling started) is skipped and counted in
+  ``meta_unpaired_frees``; an allocation of an address that is still live
+  closes the earlier one at that moment (its free was not recorded). An
+  allocation is attributed (``op``) to the innermost op of the same thread
+  whose interval contains it. ``requested_bytes`` is left empty, ``kind``
+  too (Kineto does not say what a block holds). The largest ``Total
+  Allocated`` seen per allocator is kept in ``meta_reported_peak_bytes``
+  (JSON; it includes memory allocated before the trace).
+* Phase: ``communication`` for ops whose name mentions NCCL / c10d /
+  collectives and for ops that launched a communication kernel;
+  ``optimizer`` inside ``Optimizer.step``/``Optimizer.zero_grad``
+  annotations; ``backward`` inside ``autograd::engine::evaluate_function``
+  ops and ``*Backward*`` ops; ``other`` for ``ProfilerStep#N``; otherwise an
+  op inherits its parent's phase, and top-level ops are ``forward``.
+* Times: integer nanoseconds while parsing (``baseTimeNanoseconds`` + ``ts``
+  x 1000, exact), then float microseconds since the trace's first op, kernel
+  or memory record. ``ts`` is microseconds in every Chrome trace
+  (``displayTimeUnit`` only sets how viewers display it; it is kept in meta).
+* Several rank files (:func:`parse_many`) make one trace: ranks from
+  ``distributedInfo.rank`` (file order when absent), one CPU device per
+  rank and its GPUs, names prefixed ``rank<r>/``; times of all ranks share
+  one origin (the earliest event of any rank, on the ``baseTimeNanoseconds``
+  + ``ts`` clock). ``distributedInfo`` (JSON) is kept as
+  ``meta_distributed_info`` (one rank) or ``meta_distributed_infos``.
+
+Skipped: metadata (``ph: M``), flow events (``ac2g`` is used for joins
+only, ``fwdbwd`` not at all), the profiler's own spans (``Trace``) and
+instants, ``gpu_user_annotation``, counters.
+
+Errors (one line naming the file and the event ``traceEvents[i]``): an
+event without ``ph``, a span or memory record without ``ts``, a span
+without ``dur`` or with a negative one, a device event no runtime call
+issued, ranks given twice, plus the reading errors of :mod:`kineto_read`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tracegraph.errors import InputError
+from tracegraph.ingest.formats import kineto_read
+from tracegraph.ingest.formats.kineto_phase import assign_phases
+from tracegraph.ingest.frames import (
+    ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS,
+    SYNC_COLUMNS, TraceFrames, frame,
+)
+
+NAME = "pytorch-kineto"
+
+_HOST_CATS = {
+    "cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "user_annotation",
+    "python_function": "python_function", "cuda_runtime": "cuda_runtime", "runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver",
+}
+_DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
+                "memset": "memset"}
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
+_COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel")
+_COPY_DIRECTION = re.compile(r"Memcpy\s+(\w+)")
+# Args kept in an op's attrs (the rest, e.g. strides and concrete inputs, is bulk).
+_KEPT_ARGS = ("External id", "Sequence number", "Fwd thread id", "Input Dims", "Input type", "correlation",
+              "Record function id", "stream", "device", "kernel_backend")
+
+
+def sniff(head: bytes) -> bool:
+    """A JSON object with Kineto's keys (gzipped or not)."""
+    text = kineto_read.head_text(head).lstrip()
+    if not text.startswith(b"{"):
+        return False
+    if b'"traceEvents"' in text:
+        return True
+    return b'"schemaVersion"' in text and any(
+        k in text for k in (b'"deviceProperties"', b'"distributedInfo"', b'"baseTimeNanoseconds"'))
+
+
+def parse(path: Path) -> TraceFrames:
+    """One trace file as frames (rules in the module docstring)."""
+    return parse_many([path])
+
+
+def parse_many(paths: list[Path]) -> TraceFrames:
+    """Rank files of one job as one trace (a single file is one rank)."""
+    ranks = [_read_rank(Path(p), i) for i, p in enumerate(paths)]
+    seen: dict[int, Path] = {}
+    for r in ranks:
+        if r.rank in seen:
+            raise InputError(r.path, f"rank {r.rank} given twice (also {seen[r.rank]})", "distributedInfo.rank")
+        seen[r.rank] = r.path
+    if not any(r.ops or r.kernels for r in ranks):
+        raise InputError(ranks[0].path, "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
+    return _Assemble(ranks).frames()
+
+
+# --- one file ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Rank:
+    """What one rank file contributes, times in absolute integer ns."""
+
+    path: Path
+    rank: int
+    header: dict
+    ops: list = field(default_factory=list)        # [index, name, cat, pid, tid, start, end, args]
+    kernels: list = field(default_factory=list)    # [index, name, kind, device, stream, start, end, corr, args]
+    syncs: list = field(default_factory=list)      # [index, kind, device, stream, start, end, args]
+    memory: list = field(default_factory=list)     # [index, pid, tid, t, args]
+    flows_start: dict = field(default_factory=dict)  # ac2g id -> (pid, tid, ts)
+    flows_end: dict = field(default_factory=dict)    # (pid, tid, ts) -> ac2g id
+
+
+def _read_rank(path: Path, order: int) -> _Rank:
+    header = kineto_read.read_header(path)
+    trailer: dict = {}
+    base = header.get("baseTimeNanoseconds")
+    r = _Rank(path, order, header)
+    for i, ev in enumerate(kineto_read.stream_events(path, trailer)):
+        _take(r, i, ev)
+    header = {**trailer, **header}
+    r.header = header
+    base = header.get("baseTimeNanoseconds", base)
+    if base is not None:
+        if not isinstance(base, int) or isinstance(base, bool):
+            raise InputError(path, "baseTimeNanoseconds is not an integer", "baseTimeNanoseconds")
+        _shift(r, base)
+    info = header.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        r.rank = info["rank"]
+    return r
+
+
+def _shift(r: _Rank, base: int) -> None:
+    for o in r.ops:
+        o[5] += base
+        o[6] += base
+    for k in r.kernels:
+        k[5] += base
+        k[6] += base
+    for s in r.syncs:
+        s[4] += base
+        s[5] += base
+    for m in r.memory:
+        m[3] += base
+    r.flows_start = {k: (p, t, ts + base) for k, (p, t, ts) in r.flows_start.items()}
+    r.flows_end = {(p, t, ts + base): v for (p, t, ts), v in r.flows_end.items()}
+
+
+def _take(r: _Rank, i: int, ev) -> None:
+    """Keep what the graph needs of event ``i``."""
+    where = f"traceEvents[{i}]"
+    if not isinstance(ev, dict):
+        raise InputError(r.path, "an event is not a JSON object", where)
+    ph = ev.get("ph")
+    if ph is None:
+        raise InputError(r.path, "event has no ph (phase)", where)
+    if ph == "X":
+        cat = str(ev.get("cat", "")).lower()
+        host = _HOST_CATS.get(cat)
+        dev = _DEVICE_CATS.get(cat)
+        if host is None and dev is None and cat != "cuda_sync":
+            return
+        start = _time(r.path, ev, "ts", where)
+        dur = _time(r.path, ev, "dur", where)
+        if dur < 0:
+            raise InputError(r.path, f"negative duration {ev.get('dur')} for {ev.get('name')!r}", where)
+        args = ev.get("args") or {}
+        if not isinstance(args, dict):
+            raise InputError(r.path, "args is not an object", where)
+        name = str(ev.get("name", ""))
+        if host is not None:
+            r.ops.append([i, name, host, ev.get("pid"), ev.get("tid"), start, start + dur, args])
+        elif dev is not None:
+            kind = dev if dev != "kernel" else ("communication" if _COMM.search(name) else "compute")
+            device = args.get("device", ev.get("pid"))
+            stream = args.get("stream", ev.get("tid"))
+            r.kernels.append([i, name, kind, device, stream, start, start + dur, args.get("correlation"), args])
+        else:
+            r.syncs.append([i, str(args.get("cuda_sync_kind", name)), args.get("device", ev.get("pid")),
+                            args.get("stream"), start, start + dur, args])
+    elif ph == "i" or ph == "I":
+        if ev.get("name") != "[memory]":
+            return
+        t = _time(r.path, ev, "ts", where)
+        args = ev.get("args") or {}
+        if not isinstance(args, dict) or "Addr" not in args or "Bytes" not in args:
+            raise InputError(r.path, "[memory] record without Addr and Bytes", where)
+        r.memory.append([i, ev.get("pid"), ev.get("tid"), t, args])
+    elif ph in ("s", "f") and ev.get("cat") == "ac2g":
+        t = _time(r.path, ev, "ts", where)
+        key = (ev.get("pid"), ev.get("tid"), t)
+        if ph == "s":
+            r.flows_start[ev.get("id")] = key
+        else:
+            r.flows_end[key] = ev.get("id")
+
+
+def _time(path: Path, ev: dict, key: str, where: str) -> int:
+    if key not in ev:
+        raise InputError(path, f"{ev.get('name', 'event')!r} has no {key}", where)
+    try:
+        return kineto_read.ns(ev[key])
+    except TypeError:
+        raise InputError(path, f"{key} is not a number: {ev[key]!r}", where) from None
+
+
+# --- all ranks -> frames ---------------------------------------------------------------------
+
+
+class _Assemble:
+    """Frames from the ranks' kept events (uids, nesting, joins, pairing)."""
+
+    def __init__(self, ranks: list[_Rank]) -> None:
+        self.ranks = ranks
+        self.multi = len(ranks) > 1
+        self.ops: list[dict] = []
+        self.op_times: list[tuple[int, int]] = []
+        self.kernels: list[dict] = []
+        self.kernel_times: list[tuple[int, int]] = []
+        self.devices: dict[str, dict] = {}
+        self.streams: dict[str, dict] = {}
+        self.allocators: dict[str, dict] = {}
+        self.allocations: list[dict] = []
+        self.alloc_times: list[tuple[int, int | None]] = []
+        self.syncs: list[dict] = []
+        self.unpaired_frees = 0
+        self.reported_peak: dict[str, int] = {}
+
+    def prefix(self, r: _Rank) -> str:
+        return f"rank{r.rank}/" if self.multi else ""
+
+    def frames(self) -> TraceFrames:
+        for r in self.ranks:
+            self._rank(r)
+        origin = min(t for times in (self.op_times, self.kernel_times) for t, _ in times) if (
+            self.op_times or self.kernel_times) else 0
+        if self.alloc_times:
+            origin = min(origin, min(t for t, _ in self.alloc_times))
+        ops = frame(self.ops, OP_COLUMNS)
+        _set_times(ops, self.op_times, origin)
+        kernels = frame(self.kernels, KERNEL_COLUMNS)
+        _set_times(kernels, self.kernel_times, origin)
+        allocations = frame(self.allocations, ALLOCATION_COLUMNS)
+        if self.alloc_times:
+            a = np.array([t for t, _ in self.alloc_times], dtype=np.int64)
+            allocations["alloc_us"] = (a - origin) / 1000.0
+            allocations["free_us"] = [None if f is None else (f - origin) / 1000.0 for _, f in self.alloc_times]
+        order = np.lexsort((np.arange(len(ops)), -ops["end_us"].to_numpy(float), ops["start_us"].to_numpy(float)))
+        seq = np.empty(len(ops), dtype=np.int64)
+        seq[order] = np.arange(len(ops))
+        ops["seq"] = seq
+        tf = TraceFrames(framework="pytorch", sources=[str(r.path) for r in self.ranks], time_unit="us",
+                         ops=ops, kernels=kernels, allocations=allocations,
+                         devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
+                         streams=frame(list(self.streams.values()), STREAM_COLUMNS),
+                         allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
+                         syncs=frame(self.syncs, SYNC_COLUMNS), meta=self._meta())
+        assign_phases(tf)
+        tf.check()
+        return tf
+
+    def _meta(self) -> dict:
+        meta: dict = {"ranks": json.dumps(sorted(r.rank for r in self.ranks))}
+        infos = {r.rank: r.header.get("distributedInfo") for r in self.ranks if r.header.get("distributedInfo")}
+        if len(self.ranks) == 1 and infos:
+            meta["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
+        elif infos:
+            meta["distributed_infos"] = json.dumps({str(k): v for k, v in sorted(infos.items())}, sort_keys=True)
+        first = self.ranks[0].header
+        for key, name in (("schemaVersion", "schema_version"), ("displayTimeUnit", "display_time_unit")):
+            if isinstance(first.get(key), (int, str)) and not isinstance(first.get(key), bool):
+                meta[name] = first[key]
+        props = first.get("deviceProperties")
+        if isinstance(props, list) and props:
+            meta["device_names"] = json.dumps([p.get("name") for p in props if isinstance(p, dict)])
+        meta["unpaired_frees"] = self.unpaired_frees
+        if self.reported_peak:
+            meta["reported_peak_bytes"] = json.dumps(self.reported_peak, sort_keys=True)
+        return meta
+
+    # --- one rank ---
+
+    def _device(self, r: _Rank, kind: str, index=None) -> str:
+        if kind == "CPU":
+            uid, name = f"dev:{r.rank}:cpu", f"{self.prefix(r)}cpu"
+        else:
+            uid, name = f"dev:{r.rank}:cuda:{index}", f"{self.prefix(r)}cuda:{index}"
+        self.devices.setdefault(uid, {"uid": uid, "name": name, "kind": kind})
+        return uid
+
+    def _rank(self, r: _Rank) -> None:
+        cpu = self._device(r, "CPU")
+        pre = self.prefix(r)
+        uid_of_index = {}
+        for o in r.ops:
+            index, name, cat, pid, tid, start, end, args = o
+            uid = f"op:{r.rank}:{index}"
+            uid_of_index[index] = uid
+            attrs = {"category": cat, "pid": pid, "tid": tid}
+            attrs.update({k: args[k] for k in _KEPT_ARGS if k in args})
+            self.ops.append({"uid": uid, "name": name, "type": _op_type(name, cat), "device": cpu, "executed": True,
+                             "attrs": json.dumps(attrs, default=str), "thread": f"{pre}{pid}:{tid}",
+                             "category": cat, "phase": None})
+            self.op_times.append((start, end))
+        first = len(self.ops) - len(r.ops)
+        parents, memory_op = _nesting(r.ops, r.memory)
+        for j, p in enumerate(parents):
+            if p is not None:
+                self.ops[first + j]["parent"] = self.ops[first + p]["uid"]
+        runtime_by_corr = {}
+        runtime_at = {}
+        for j, o in enumerate(r.ops):
+            if o[2] in RUNTIME_CATEGORIES:
+                corr = o[7].get("correlation")
+                if corr is not None:
+                    runtime_by_corr[corr] = j
+                runtime_at[(o[3], o[4], o[5])] = j
+        launcher = _launchers(r.ops, parents)
+        self._kernels(r, runtime_by_corr, runtime_at, launcher, first)
+        self._syncs(r, runtime_by_corr, first)
+        self._memory(r, memory_op, first)
+
+    def _kernels(self, r: _Rank, runtime_by_corr: dict, runtime_at: dict, launcher: list, first: int) -> None:
+        self.kernel_launch_start: dict = getattr(self, "kernel_launch_start", {})
+        self.rank_kernels = []
+        for k in r.kernels:
+            index, name, kind, device, stream, start, end, corr, args = k
+            j = runtime_by_corr.get(corr) if corr is not None else None
+            if j is None:
+                flow = r.flows_end.get((device, stream, start))
+                src = r.flows_start.get(flow) if flow is not None else None
+                j = runtime_at.get(src) if src is not None else None
+            if j is None:
+                raise InputError(r.path, f"device event {name[:80]!r} (correlation {corr}) has no runtime call "
+                                         "that issued it", f"traceEvents[{index}]")
+            dev = self._device(r, "GPU", device)
+            suid = f"s:{r.rank}:{device}:{stream}"
+            self.streams.setdefault(suid, {"uid": suid, "device": dev, "name": f"stream:{stream}",
+                                           "kind": "compute"})
+            uid = f"k:{r.rank}:{index}"
+            direction = None
+            if kind == "memcpy":
+                m = _COPY_DIRECTION.search(name)
+                direction = m[1] if m else None
+            nbytes = args.get("bytes") if kind in ("memcpy", "memset") else None
+            self.kernels.append({"uid": uid, "op": self.ops[first + launcher[j]]["uid"], "stream": suid,
+                                 "name": name, "kind": kind, "bytes": _int_or_none(nbytes), "direction": direction,
+                                 "launch": self.ops[first + j]["uid"]})
+            self.kernel_times.append((start, end))
+            self.rank_kernels.append((uid, device, stream, start, end, r.ops[j][5], r.ops[j][3], r.ops[j][4]))
+
+    def _syncs(self, r: _Rank, runtime_by_corr: dict, first: int) -> None:
+        """Synchronization edges from the rank's cuda_sync records."""
+        if not r.syncs:
+            return
+        by_stream: dict = {}
+        for uid, device, stream, start, end, launch_start, pid, tid in self.rank_kernels:
+            by_stream.setdefault((device, stream), []).append((start, end, uid))
+        launches: dict = {}
+        for uid, device, stream, start, end, launch_start, pid, tid in self.rank_kernels:
+            launches.setdefault((device, stream), []).append((launch_start, uid, pid, tid))
+        for v in (*by_stream.values(), *launches.values()):
+            v.sort()
+        starts = {k: [x[0] for x in v] for k, v in by_stream.items()}
+        launch_starts = {k: [x[0] for x in v] for k, v in launches.items()}
+        ops = r.ops
+
+        def started_last(device, stream, t):
+            """The stream's kernel that started last at or before t."""
+            i = bisect.bisect_right(starts.get((device, stream), []), t)
+            return by_stream[(device, stream)][i - 1][2] if i else None
+
+        def issued_last(device, stream, t):
+            """The stream's kernel whose runtime call started last before t."""
+            i = bisect.bisect_left(launch_starts.get((device, stream), []), t)
+            return launches[(device, stream)][i - 1][1] if i else None
+
+        seen = set()
+        for index, kind, device, stream, start, end, args in r.syncs:
+            corr = args.get("correlation")
+            j = runtime_by_corr.get(corr)
+            if j is None:
+                continue
+            call = self.ops[first + j]["uid"]
+            edges = []
+            if kind == "Stream Sync":
+                edges = [(started_last(device, stream, end), call, "host_wait")]
+            elif kind == "Context Sync":
+                edges = [(started_last(d, s, end), call, "host_wait") for (d, s) in by_stream if d == device]
+            elif kind in ("Event Sync", "Stream Wait Event"):
+                rec = runtime_by_corr.get(args.get("wait_on_cuda_event_record_corr_id"))
+                if rec is None:
+                    continue
+                src = issued_last(device, args.get("wait_on_stream"), ops[rec][5])
+                if kind == "Event Sync":
+                    edges = [(src, call, "host_wait")]
+                else:
+                    pid, tid, t = ops[j][3], ops[j][4], ops[j][5]
+                    after = launches.get((device, stream), [])
+                    i = bisect.bisect_right(launch_starts.get((device, stream), []), t)
+                    nxt = next((uid for _, uid, p, q in after[i:] if p == pid and q == tid), None)
+                    edges = [(src, nxt, "stream_wait")]
+            for src, dst, k in edges:
+                if src is not None and dst is not None and src != dst and (src, dst) not in seen:
+                    seen.add((src, dst))
+                    self.syncs.append({"src": src, "dst": dst, "kind": k})
+
+    def _memory(self, r: _Rank, memory_op: list, first: int) -> None:
+        live: dict = {}
+        pre = self.prefix(r)
+        for m, op in zip(r.memory, memory_op):
+            index, _, _, t, args = m
+            dtype, did = args.get("Device Type"), args.get("Device Id")
+            if dtype == 1 or (isinstance(did, int) and did >= 0 and dtype not in (0, None)):
+                dev = self._device(r, "GPU", did)
+                auid, aname = f"mem:{r.rank}:cuda:{did}", f"{pre}cuda:{did}"
+            else:
+                dev = self._device(r, "CPU")
+                auid, aname = f"mem:{r.rank}:cpu", f"{pre}cpu"
+            self.allocators.setdefault(auid, {"uid": auid, "name": aname, "device": dev})
+            total = args.get("Total Allocated")
+            if isinstance(total, int):
+                self.reported_peak[aname] = max(self.reported_peak.get(aname, 0), total)
+            nbytes = _int_or_none(args.get("Bytes"))
+            addr = args.get("Addr")
+            if nbytes is None:
+                raise InputError(r.path, f"[memory] Bytes is not an integer: {args.get('Bytes')!r}",
+                                 f"traceEvents[{index}]")
+            key = (auid, addr)
+            if nbytes > 0:
+                if key in live:
+                    self._close(live, key, t)
+                self.allocations.append({
+                    "uid": f"a:{r.rank}:{index}", "allocator": auid, "bytes": nbytes, "address": str(addr),
+                    "op": None if op is None else self.ops[first + op]["uid"]})
+                self.alloc_times.append((t, None))
+                live[key] = len(self.allocations) - 1
+            elif nbytes < 0:
+                if key in live:
+                    self._close(live, key, t)
+                else:
+                    self.unpaired_frees += 1
+
+    def _close(self, live: dict, key, t: int) -> None:
+        i = live.pop(key)
+        self.alloc_times[i] = (self.alloc_times[i][0], t)
+
+
+def _set_times(df, times: list[tuple[int, int]], origin: int) -> None:
+    if not times:
+        for c in ("start_us", "end_us", "dur_us"):
+            df[c] = []
+        return
+    arr = np.array(times, dtype=np.int64)
+    start, end = arr[:, 0] - origin, arr[:, 1] - origin
+    df["start_us"] = start / 1000.0
+    df["end_us"] = end / 1000.0
+    df["dur_us"] = (end - start) / 1000.0
+
+
+def _int_or_none(v):
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f.is_integer() else None
+
+
+def _op_type(name: str, cat: str) -> str:
+    if cat == "python_function":
+        return "python_function"
+    if cat == "user_annotation":
+        if name.startswith("ProfilerStep#"):
+            return "ProfilerStep"
+        return name.split("#", 1)[0] or name
+    return name
+
+
+def _nesting(ops: list, memory: list) -> tuple[list, list]:
+    """Parent index of each op (innermost enclosing op of its thread) and
+    the innermost op containing each memory record of that thread.
+
+    One sweep per thread over ops sorted by (start, longer first, file
+    order), with memory records at their time after the ops that start
+    then; a stack holds the open ops (their ends clamped to their parent's,
+    so an op running past its parent's end is still nested)."""
+    parents: list = [None] * len(ops)
+    memory_op: list = [None] * len(memory)
+    items: dict = {}
+    for j, o in enumerate(ops):
+        items.setdefault((o[3], o[4]), []).append((o[5], 0, -o[6], o[0], j))
+    for m_i, m in enumerate(memory):
+        items.setdefault((m[1], m[2]), []).append((m[3], 1, 0, m[0], m_i))
+    for seq in items.values():
+        seq.sort()
+        stack: list = []  # (end, op index)
+        for t, is_mem, neg_end, _, j in seq:
+            while stack and stack[-1][0] <= t:
+                stack.pop()
+            if is_mem:
+                memory_op[j] = stack[-1][1] if stack else None
+                continue
+            end = -neg_end
+            if stack:
+                parents[j] = stack[-1][1]
+                end = min(end, stack[-1][0])
+            if end > t:
+                stack.append((end, j))
+    return parents, memory_op
+
+
+def _launchers(ops: list, parents: list) -> list:
+    """For each op, the op that launches what it issues: the innermost
+    ``cpu_op`` ancestor of a runtime call (the call itself when none)."""
+    out = list(range(len(ops)))
+    for j, o in enumerate(ops):
+        if o[2] not in RUNTIME_CATEGORIES:
+            continue
+        p = parents[j]
+        while p is not None and ops[p][2] != "cpu_op":
+            p = parents[p]
+        if p is not None:
+            out[j] = p
+    return out

@@ -1,0 +1,399 @@
+"""The observed critical path: what actually made the trace take as long as
+it did, as the longest path through its happens-before graph.
+
+The dependency critical path (``critical-path``) asks what the longest
+chain of data dependencies would take with unlimited resources. A profile
+from PyTorch has no data dependencies; what it has is the order in which
+things actually ran. This module builds that order as a DAG and finds its
+heaviest path in one topological pass; the result is stored per Op/Kernel
+and read by ``cypher/observed-critical-path*.cypher``, whose header is the
+definition users read. In short:
+
+* Nodes: the start and the end of every *path op* (an executed op with a
+  positive duration that is not a ``user_annotation`` or
+  ``python_function``: annotations mark regions, they are not work) and of
+  every kernel.
+* Edges, each with a *weight* (the time it adds to the path) and its
+  elapsed time (the time between its two ends):
+  - op body: an op's start -> its first path child's start -> that child's
+    end -> the next child's start ... -> the op's end (children: the path ops
+    whose parent, skipping non-path ops, is this op; in start order);
+    weight = elapsed, except the last edge into a blocking call's end
+    (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
+    ``cudaEventSynchronize``, ``cudaEventQuery``, ``cudaMemcpy``,
+    ``cudaMemcpyAsync`` and their ``hip`` twins), which weighs 0: that time
+    is waiting, and the wait is explained by the sync edge below;
+  - thread order: the end of a top-level op -> the start of the next
+    top-level op on its thread (formats without threads: on its device, from
+    the op with the latest end at or before the start), weight 0 (the thread
+    was idle or outside the profiler);
+  - data and control dependencies (TF): the producer's end -> the consumer's
+    start, weight 0;
+  - kernel body: start -> end, weight = duration;
+  - launch: the start of the runtime call that issued a kernel (the op that
+    launched it when the format has no runtime calls) -> the kernel's start,
+    weight = elapsed when the kernel waited for its launch (the stream's
+    previous kernel, and any kernel it was made to wait for, had ended
+    before the call started), else 0 (it waited in the stream's queue);
+  - stream order: the previous kernel's end on the same stream -> the
+    kernel's start, weight = the gap when the launch edge weighs 0 and the
+    gap is under 1.5 ms (the stream's scheduling gap), else 0;
+  - synchronization: a kernel's end -> the end of the blocking call that
+    waited for it, and a kernel's end -> the start of the kernel a
+    ``cudaStreamWaitEvent`` held back; weight 0.
+* The path is the heaviest path (largest summed weight); its *length* is
+  that weight. Ties: the first node reached in the topological order
+  (sources by time) keeps its predecessor; the path ends at the earliest
+  node of maximal weight.
+
+These weights are those of Holistic Trace Analysis's critical path graph
+(so its lengths agree with HTA's on the same trace), with three
+differences: HTA adds no stream edge past 1.5 ms and none when the launch
+edge counts (here: a 0-weight edge, a true happens-before); HTA chains
+runtime calls across threads by completion order (the CUDA runtime lock),
+not modelled here; HTA merges the backward thread into the forward one, here
+threads stay apart (cross-thread order comes from launches and syncs).
+
+Each path edge with a positive elapsed time is one *segment* (row): the
+event it is attributed to, its kind, start, elapsed time and whether it
+counts (weight > 0). Attribution: an op-body edge to its op, a kernel body
+to its kernel, a counting launch edge to the runtime call, every other edge
+(idle, queue wait, sync) to the event whose start or end it leads to.
+Kinds: ``cpu_op``, ``runtime`` (runtime calls and launch delays), ``sync``
+(blocking calls and sync edges), ``kernel``, ``memcpy`` (copies and
+memsets), ``communication`` (NCCL kernels), ``idle`` (thread order, queue
+waits and stream gaps). The counted segments sum to the length; all
+segments sum to the path's span.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracegraph.ingest.frames import TraceFrames
+
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaEventQuery", "cudaMemcpy",
+    "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipEventQuery",
+    "hipMemcpy", "hipMemcpyAsync",
+})
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+NOT_WORK = frozenset({"user_annotation", "python_function"})
+# A stream gap longer than this is not scheduling overhead (HTA's threshold).
+KERNEL_GAP_LIMIT_US = 1500.0
+KINDS = ("cpu_op", "runtime", "sync", "kernel", "memcpy", "communication", "idle")
+_KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
+_EPS = 1e-9
+PATH_COLUMNS = ["ocp_steps", "ocp_starts_us", "ocp_durs_us", "ocp_kinds", "ocp_counted", "ocp_resource"]
+
+
+@dataclass
+class _Edges:
+    """Edge lists: source and target node, weight, kind and the element
+    (op or kernel position) a segment on this edge is attributed to."""
+
+    src: list
+    dst: list
+    weight: list
+    kind: list
+    attr: list
+
+    def add(self, s: int, d: int, w: float, kind: str, attr: int) -> None:
+        self.src.append(s)
+        self.dst.append(d)
+        self.weight.append(w)
+        self.kind.append(kind)
+        self.attr.append(attr)
+
+
+def observed_path(tf: TraceFrames) -> dict:
+    """Compute the path, store its segments on ``tf.ops``/``tf.kernels``
+    (``ocp_*`` columns) and the element order in ``tf.observed_next``;
+    return the Trace properties."""
+    ops, kernels = tf.ops, tf.kernels
+    for df in (ops, kernels):
+        for c in PATH_COLUMNS:
+            df[c] = None
+    tf.observed_next = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
+    empty = {"observed_path_us": None, "observed_path_span_us": None, "observed_path_segments": None}
+    if tf.time_unit not in ("us", "step") or (ops.empty and kernels.empty):
+        return empty
+    g = _Graph(tf)
+    if g.n_nodes == 0:
+        return empty
+    rows = g.longest()
+    if not rows:
+        return empty
+    _store(tf, g, rows)
+    length = float(sum(r[3] for r in rows if r[4]))
+    span = float(sum(r[3] for r in rows))
+    return {"observed_path_us": length, "observed_path_span_us": span, "observed_path_segments": len(rows)}
+
+
+class _Graph:
+    """The happens-before DAG of one trace. Elements 0..n_ops-1 are the path
+    ops (positions ``self.op_rows`` in tf.ops), n_ops.. the kernels; element
+    e has start node 2e and end node 2e + 1."""
+
+    def __init__(self, tf: TraceFrames) -> None:
+        ops, kernels = tf.ops, tf.kernels
+        start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
+        end = pd.to_numeric(ops["end_us"], errors="coerce").to_numpy(float)
+        executed = ops["executed"].fillna(True).astype(bool).to_numpy()
+        category = ops["category"].tolist()
+        keep = executed & ~np.isnan(start) & ~np.isnan(end) & (end > start)
+        keep &= np.array([c not in NOT_WORK for c in category], dtype=bool)
+        self.op_rows = np.flatnonzero(keep)
+        kstart = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
+        kend = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
+        kkeep = ~np.isnan(kstart) & ~np.isnan(kend)
+        self.kernel_rows = np.flatnonzero(kkeep)
+        n_ops, n_k = len(self.op_rows), len(self.kernel_rows)
+        self.n_ops = n_ops
+        self.n_nodes = 2 * (n_ops + n_k)
+        self.t = np.empty(self.n_nodes)
+        self.t[0:2 * n_ops:2] = start[self.op_rows]
+        self.t[1:2 * n_ops:2] = np.maximum(end[self.op_rows], start[self.op_rows])
+        self.t[2 * n_ops::2] = kstart[self.kernel_rows]
+        self.t[2 * n_ops + 1::2] = np.maximum(kend[self.kernel_rows], kstart[self.kernel_rows])
+        self.e = _Edges([], [], [], [], [])
+        uids = ops["uid"].tolist()
+        self.op_element = {uids[r]: i for i, r in enumerate(self.op_rows)}
+        kuids = kernels["uid"].tolist()
+        self.kernel_element = {kuids[r]: n_ops + i for i, r in enumerate(self.kernel_rows)}
+        names = ops["name"].tolist()
+        self.role = []
+        for r in self.op_rows:
+            cat = category[r]
+            if cat in RUNTIME_CATEGORIES:
+                self.role.append("sync" if names[r] in BLOCKING_CALLS else "runtime")
+            else:
+                self.role.append("cpu_op")
+        threads = ops["thread"].tolist()
+        devices = ops["device"].tolist()
+        self.resource = [threads[r] if isinstance(threads[r], str) else _device_name(tf, devices[r])
+                         for r in self.op_rows]
+        self.kernel_resource = _kernel_resources(tf, self.kernel_rows)
+        self.kernel_kind = [_KERNEL_KIND.get(k, "kernel") for k in kernels["kind"].iloc[self.kernel_rows]]
+        self._host_edges(tf, uids, threads)
+        self._dep_edges(tf)
+        self._kernel_edges(tf)
+
+    # --- host side ---
+
+    def _host_edges(self, tf: TraceFrames, uids: list, threads: list) -> None:
+        parents = tf.ops["parent"].tolist()
+        index = {u: i for i, u in enumerate(uids)}
+        keep = set(self.op_rows.tolist())
+        # nearest ancestor that is a path op
+        path_parent = []
+        for r in self.op_rows:
+            p = parents[r]
+            while isinstance(p, str) and index[p] not in keep:
+                p = parents[index[p]]
+            path_parent.append(self.op_element[p] if isinstance(p, str) else -1)
+        children: dict[int, list] = {}
+        top: dict[str, list] = {}
+        seq = pd.to_numeric(tf.ops["seq"], errors="coerce").fillna(np.inf).to_numpy(float)
+        for e, r in enumerate(self.op_rows):
+            key = (self.t[2 * e], seq[r], e)
+            if path_parent[e] >= 0:
+                children.setdefault(path_parent[e], []).append(key)
+            else:
+                top.setdefault(self.resource[e], []).append((key, isinstance(threads[r], str)))
+        t = self.t
+        for e in range(self.n_ops):
+            kind = self.role[e]
+            prev = 2 * e
+            for _, _, c in sorted(children.get(e, ())):
+                self.e.add(prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e)
+                prev = 2 * c + 1
+            last = 0.0 if kind == "sync" else max(0.0, t[2 * e + 1] - t[prev])
+            self.e.add(prev, 2 * e + 1, last, kind, e)
+        for items in top.values():
+            items.sort()
+            threaded = items[0][1]
+            elems = [k[2] for k, _ in items]
+            if threaded:
+                for a, b in zip(elems, elems[1:]):
+                    self.e.add(2 * a + 1, 2 * b, 0.0, "idle", b)
+            else:
+                ends = np.array([t[2 * a + 1] for a in elems])
+                order = np.argsort(ends, kind="stable")
+                sorted_ends = ends[order]
+                starts = np.array([t[2 * b] for b in elems])
+                # the op with the latest end at or before each op's start
+                before = np.searchsorted(sorted_ends, starts, side="right") - 1
+                for b, i in zip(elems, before.tolist()):
+                    if i >= 0:
+                        self.e.add(2 * elems[order[i]] + 1, 2 * b, 0.0, "idle", b)
+
+    def _dep_edges(self, tf: TraceFrames) -> None:
+        for s, d in zip(tf.deps["src"].tolist(), tf.deps["dst"].tolist()):
+            a, b = self.op_element.get(s), self.op_element.get(d)
+            if a is not None and b is not None and a != b:
+                self.e.add(2 * a + 1, 2 * b, 0.0, "idle", b)
+
+    # --- device side ---
+
+    def _kernel_edges(self, tf: TraceFrames) -> None:
+        k = tf.kernels.iloc[self.kernel_rows]
+        n_ops, t = self.n_ops, self.t
+        launch = [lu if isinstance(lu, str) else ou for lu, ou in zip(k["launch"].tolist(), k["op"].tolist())]
+        waits: dict[int, list] = {}
+        for s, d, kind in zip(tf.syncs["src"], tf.syncs["dst"], tf.syncs["kind"]):
+            a = self.kernel_element.get(s)
+            if a is None:
+                continue
+            if kind == "host_wait":
+                b = self.op_element.get(d)
+                if b is not None:
+                    self.e.add(2 * a + 1, 2 * b + 1, 0.0, "sync", b)
+            else:
+                b = self.kernel_element.get(d)
+                if b is not None and b != a:
+                    waits.setdefault(b, []).append(a)
+                    self.e.add(2 * a + 1, 2 * b, 0.0, "sync", b)
+        streams = k["stream"].tolist()
+        order = sorted(range(len(k)), key=lambda i: (streams[i], t[2 * (n_ops + i)], t[2 * (n_ops + i) + 1], i))
+        last: dict = {}
+        for i in order:
+            e = n_ops + i
+            self.e.add(2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e)
+            prev = last.get(streams[i])
+            sync_ends = [t[2 * w + 1] for w in waits.get(e, ())]
+            op = self.op_element.get(launch[i])
+            counted_launch = False
+            if op is not None:
+                ls = t[2 * op]
+                counted_launch = ((prev is None or t[2 * prev + 1] < ls) and all(se < ls for se in sync_ends))
+                if counted_launch:
+                    self.e.add(2 * op, 2 * e, max(0.0, t[2 * e] - ls), "runtime", op)
+                else:
+                    self.e.add(2 * op, 2 * e, 0.0, "idle", e)
+            if prev is not None:
+                gap = t[2 * e] - t[2 * prev + 1]
+                counted_gap = (not counted_launch and gap < KERNEL_GAP_LIMIT_US
+                               and all(se < t[2 * prev + 1] for se in sync_ends))
+                self.e.add(2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, "idle", e)
+            last[streams[i]] = e
+
+    # --- the pass ---
+
+    def longest(self) -> list[tuple]:
+        """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
+        n = self.n_nodes
+        src = np.asarray(self.e.src, dtype=np.int64)
+        dst = np.asarray(self.e.dst, dtype=np.int64)
+        w = np.asarray(self.e.weight, dtype=float)
+        order = np.lexsort((dst, src))
+        src_s, dst_s, eid_s = src[order], dst[order], order
+        first = np.searchsorted(src_s, np.arange(n + 1))
+        indeg = np.bincount(dst, minlength=n)
+        t = self.t
+        ready = deque(sorted(np.flatnonzero(indeg == 0).tolist(), key=lambda v: (t[v], v)))
+        best = [0.0] * n
+        pred = [-1] * n
+        indeg = indeg.tolist()
+        dst_l, eid_l, w_l, first_l = dst_s.tolist(), eid_s.tolist(), w.tolist(), first.tolist()
+        done = 0
+        while ready:
+            u = ready.popleft()
+            done += 1
+            bu = best[u]
+            for j in range(first_l[u], first_l[u + 1]):
+                v = dst_l[j]
+                eid = eid_l[j]
+                cand = bu + w_l[eid]
+                if cand > best[v] + _EPS:
+                    best[v] = cand
+                    pred[v] = eid
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    ready.append(v)
+        if done < n:
+            # A cycle can only come from clock skew between host and device
+            # records: drop the edges that run backwards in time and retry.
+            back = t[dst] < t[src] - _EPS
+            if not back.any():
+                raise ValueError("the happens-before graph has a cycle")
+            keep = (~back).tolist()
+            self.e = _Edges(*[[v for v, k in zip(x, keep) if k] for x in
+                              (self.e.src, self.e.dst, self.e.weight, self.e.kind, self.e.attr)])
+            return self.longest()
+        best_arr = np.asarray(best)
+        top = best_arr.max()
+        cands = np.flatnonzero(best_arr >= top - _EPS)
+        end = int(min(cands.tolist(), key=lambda v: (t[v], v)))
+        path_edges = []
+        while pred[end] >= 0:
+            path_edges.append(pred[end])
+            end = int(src[pred[end]])
+        rows = []
+        for eid in reversed(path_edges):
+            s, d = int(src[eid]), int(dst[eid])
+            elapsed = max(0.0, float(t[d] - t[s]))
+            if elapsed <= 0.0:
+                continue
+            rows.append((self.e.attr[eid], self.e.kind[eid], float(t[s]), elapsed, w_l[eid] > 0.0))
+        return rows
+
+
+def _device_name(tf: TraceFrames, device) -> str:
+    if not isinstance(device, str):
+        return "host"
+    names = dict(zip(tf.devices["uid"], tf.devices["name"]))
+    return names.get(device, device)
+
+
+def _kernel_resources(tf: TraceFrames, rows: np.ndarray) -> list[str]:
+    s = tf.streams.set_index("uid")
+    dev_names = dict(zip(tf.devices["uid"], tf.devices["name"]))
+    out = []
+    for stream in tf.kernels["stream"].iloc[rows].tolist():
+        if stream in s.index:
+            out.append(f"{dev_names.get(s.at[stream, 'device'], '')}/{s.at[stream, 'name']}")
+        else:
+            out.append(str(stream))
+    return out
+
+
+def _store(tf: TraceFrames, g: _Graph, rows: list[tuple]) -> None:
+    per: dict[int, list] = {}
+    for step, (elem, kind, start, dur, counted) in enumerate(rows):
+        per.setdefault(elem, []).append((step, kind, start, dur, counted))
+    ops, kernels = tf.ops, tf.kernels
+    cols = {c: [None] * len(ops) for c in PATH_COLUMNS}
+    kcols = {c: [None] * len(kernels) for c in PATH_COLUMNS}
+    for elem, segs in per.items():
+        if elem < g.n_ops:
+            target, pos, res = cols, int(g.op_rows[elem]), g.resource[elem]
+        else:
+            i = elem - g.n_ops
+            target, pos, res = kcols, int(g.kernel_rows[i]), g.kernel_resource[i]
+        target["ocp_steps"][pos] = [s[0] for s in segs]
+        target["ocp_kinds"][pos] = [s[1] for s in segs]
+        target["ocp_starts_us"][pos] = [s[2] for s in segs]
+        target["ocp_durs_us"][pos] = [s[3] for s in segs]
+        target["ocp_counted"][pos] = [bool(s[4]) for s in segs]
+        target["ocp_resource"][pos] = res
+    for c in PATH_COLUMNS:
+        ops[c] = cols[c]
+        kernels[c] = kcols[c]
+    uid_of = {}
+    for elem in per:
+        if elem < g.n_ops:
+            uid_of[elem] = (ops["uid"].iat[int(g.op_rows[elem])], "Op")
+        else:
+            uid_of[elem] = (kernels["uid"].iat[int(g.kernel_rows[elem - g.n_ops])], "Kernel")
+    nxt = []
+    for step in range(len(rows) - 1):
+        a, b = rows[step][0], rows[step + 1][0]
+        if a != b:
+            nxt.append({"src": uid_of[a][0], "dst": uid_of[b][0], "step": step,
+                        "src_label": uid_of[a][1], "dst_label": uid_of[b][1]})
+    tf.observed_next = pd.DataFrame(nxt, columns=["src", "dst", "step", "src_label", "dst_label"])
