@@ -409,7 +409,10 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     def cypher(body: CypherIn):
         _check_values(body.params, "params")
         try:
-            res = holder.run(body.query, body.params or None, write=False,
+            params = dict(body.params or {})
+            if body.trace is not None:
+                params["trace"] = body.trace
+            res = holder.run(body.query, params or None, write=False,
                              timeout_ms=settings.cypher_timeout_ms or None)
         except (DatabaseError, NotFound):
             raise
@@ -456,6 +459,12 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         return get_swagger_ui_html(openapi_url=url, title="tracegraph API")
 
     app.include_router(api)
+    # The web UI (api/ui.py): its page at /, its bundle at /static, its data routes at /ui/*.
+    from tracegraph.api import ui
+
+    app.include_router(ui.pages)
+    app.include_router(ui.router)
+    app.mount("/static", ui.static_files(), name="static")
     return app
 
 

@@ -115,6 +115,8 @@ class CypherIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=200_000, description="one Cypher statement; run read-only")
     params: dict[str, Any] = Field(default_factory=dict, description="$parameters")
+    trace: str | None = Field(default=None, min_length=1, max_length=200,
+                              description="the trace the query reads; also bound as $trace (over a `trace` in params)")
 
 
 class CypherOut(BaseModel):
