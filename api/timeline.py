@@ -4,7 +4,7 @@ lanes, and windows of them sized for the screen.
 Why server-side: a 100k-op trace has ~200k bars, too many to send to a
 browser and draw on every pan. The first request for a trace reads its
 ops and kernels once into numpy arrays (kept in a small cache keyed by the
-trace's ``ingested_at``, so a replaced trace is read again); every window
+trace's stored version, so a replaced trace is read again); every window
 request then answers from memory in milliseconds with at most about two
 bars per pixel per lane:
 
@@ -121,7 +121,7 @@ class Lane:
 @dataclass
 class TraceTimeline:
     trace: str
-    key: object  # ingested_at of the trace it was read from
+    key: object  # the stored version of the trace it was read from (api/ui.py: _version)
     lanes: list[Lane]
     t_min: float
     t_max: float

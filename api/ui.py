@@ -207,15 +207,22 @@ def _facts(graph: GraphHolder, trace: str) -> dict:
     return trace_facts(graph, trace)  # NotFound -> 404
 
 
+def _version(facts: dict) -> tuple:
+    """What tells one stored version of a trace from another (ingested_at has
+    whole seconds: a replace within the same second still changes the counts)."""
+    return tuple(facts.get(k) for k in ("ingested_at", "node_count", "relationship_count", "sources", "span_us"))
+
+
 def _timeline(graph: GraphHolder, settings: Settings, trace: str) -> tuple[tlmod.TraceTimeline, dict]:
     facts = _facts(graph, trace)
     timeout = settings.query_timeout_ms or None
+    key = _version(facts)
 
     def load() -> tlmod.TraceTimeline:
         ops, kernels = tlmod.read_rows(graph, trace, timeout)
-        return tlmod.build(trace, facts.get("ingested_at"), ops, kernels)
+        return tlmod.build(trace, key, ops, kernels)
 
-    return _cache.get(trace, facts.get("ingested_at"), load), facts
+    return _cache.get(trace, key, load), facts
 
 
 @pages.get("/")
