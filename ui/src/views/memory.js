@@ -127,9 +127,15 @@ export async function render(root, [trace]) {
       if (pk && Math.abs(u.valToPos(pk.at, "x") - ev.offsetX) <= 6) showPeak();
       else showAt(t);
     });
-    plots.push(u);
+    plots.push({
+      allocator: alloc, plot: u, peak: pk,
+      point(t, bytes) { // page coordinates of (t, bytes) on this plot
+        const r = u.over.getBoundingClientRect();
+        return { x: r.left + u.valToPos(t, "x"), y: r.top + u.valToPos(bytes, "y") };
+      },
+    });
   }
   window.__tracegraph = window.__tracegraph || {};
   window.__tracegraph.memory = { plots };
-  return () => plots.forEach((p) => p.destroy());
+  return () => plots.forEach((p) => p.plot.destroy());
 }

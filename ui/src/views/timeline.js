@@ -376,6 +376,11 @@ export async function render(root, [trace], query, ctx) {
     view: () => ({ ...view }),
     data: () => data,
     setView,
+    /** Page coordinates of the middle of time span [s, e] in lane laneId. */
+    point(laneId, s, e) {
+      const r = u.over.getBoundingClientRect();
+      return { x: r.left + u.valToPos((s + e) / 2, "x"), y: r.top + u.valToPos(n - laneId - 0.5, "y") };
+    },
     highlightPixels() {
       const img = u.ctx.getImageData(0, 0, u.ctx.canvas.width, u.ctx.canvas.height).data;
       let count = 0;
