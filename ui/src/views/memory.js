@@ -83,7 +83,7 @@ export async function render(root, [trace]) {
       scales: { x: { time: false } },
       axes: [
         { values: (_u, s) => fmtAxis(s, unit), space: 70 },
-        { values: (_u, s) => s.map((v) => fmtBytes(v)), size: 80 },
+        { values: (_u, s) => s.map((v) => fmtBytes(v)), size: 96 },
       ],
       series: [
         {},

@@ -50,7 +50,6 @@ export async function render(root, [trace], query, ctx) {
     getJSON(`/ui/traces/${enc(trace)}/timeline`), getJSON("/ui/highlights"),
   ]);
   const unit = info.time_unit === "step" ? "step" : "us";
-  const traces = await ctx.traces();
   root.append(el("h1", {}, "Timeline ", el("span.muted", {}, trace)));
   if (!info.lanes.length) {
     root.append(el("p.empty", {}, info.note || "nothing to draw"));
@@ -66,6 +65,7 @@ export async function render(root, [trace], query, ctx) {
   let data = null; // the last window answer
   let inflight = null;
   let ready = false;
+  let listShown = false;
 
   const hlSelect = el("select#highlight-source", {
     onchange: () => { highlight = hlSelect.value; data = null; fetchWindow(); showHighlightList(); },
@@ -207,6 +207,7 @@ export async function render(root, [trace], query, ctx) {
       if (ac.signal.aborted) return;
       perf().fetches.push(performance.now() - t);
       data = d;
+      if (!listShown) { listShown = true; showHighlightList(); } // after the first bars: it must not delay them
       status.textContent = `${fmtInt(d.bars)} bars${d.truncated ? " (capped: zoom in for the rest)" : ""}` +
         (d.highlight_note ? ` · ${d.highlight}: ${d.highlight_note}` : "");
       u.redraw(false);
@@ -391,7 +392,6 @@ export async function render(root, [trace], query, ctx) {
 
   u.setScale("x", { min: view.min, max: view.max });
   fetchWindow();
-  showHighlightList();
   return () => {
     window.removeEventListener("mousemove", onMove);
     window.removeEventListener("mouseup", onUp);
