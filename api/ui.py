@@ -26,15 +26,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, Callable
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Security
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from tracegraph.api import timeline as tlmod
 from tracegraph.api.connection import GraphHolder
-from tracegraph.api.models import ErrorOut, error_responses
+from tracegraph.api.models import error_responses
 from tracegraph.api.settings import Settings
 from tracegraph.errors import NotFound, UserError
 
@@ -53,17 +52,16 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-_bearer = HTTPBearer(auto_error=False, description="the server's TRACEGRAPH_API_KEY")
-
-
-def require_key(request: Request, creds: HTTPAuthorizationCredentials | None = Security(_bearer)) -> None:
+def require_key(request: Request) -> None:
     """401 unless the request carries the server's key (when one is set).
-    The UI sends it as a header only, never in a URL."""
+    The UI sends it as a header only, never in a URL. (It reads the header
+    itself rather than through HTTPBearer so that the OpenAPI schema claims
+    no security on a server that has no key, as app.py's routes do.)"""
     key = get_settings(request).api_key
     if not key:
         return
-    given = creds.credentials if creds else ""
-    if not given or not hmac.compare_digest(given.encode(), key.encode()):
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given or not hmac.compare_digest(given.strip().encode(), key.encode()):
         raise HTTPException(401, "missing or wrong API key: send Authorization: Bearer <TRACEGRAPH_API_KEY>",
                             headers={"WWW-Authenticate": "Bearer"})
 
@@ -72,8 +70,7 @@ Graph = Annotated[GraphHolder, Depends(get_graph)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 
 pages = APIRouter(include_in_schema=False)
-router = APIRouter(prefix="/ui", tags=["web ui"], dependencies=[Depends(require_key)],
-                   responses={401: {"model": ErrorOut}})
+router = APIRouter(prefix="/ui", tags=["web ui"], dependencies=[Depends(require_key)])
 
 
 # --------------------------------------------------------------------------
