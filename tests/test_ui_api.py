@@ -297,3 +297,19 @@ def test_api_key_on_ui_routes(session_graph, alexnet):
             assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
             assert c.get(path + ("&" if "?" in path else "?") + "key=s3cret").status_code == 401  # never in URLs
             assert c.get(path, headers={"Authorization": "Bearer s3cret"}).status_code == 200, path
+
+
+def test_timeline_of_untimed_and_step_timed_traces(client, graph):
+    from conftest import SEED_CHAINER, SEED_OPNAMES
+    from test_api import upload
+
+    assert upload(client, "ui-opnames", SEED_OPNAMES).status_code == 201
+    info = client.get("/ui/traces/ui-opnames/timeline").json()
+    assert info["lanes"] == [] and info["note"] == "not available: the trace has no op or kernel times"
+    # Chainer: 92 ops, one per step, op i in [i, i + 1): one lane, no overlaps, span 0..92.
+    assert upload(client, "ui-chainer", SEED_CHAINER).status_code == 201
+    info = client.get("/ui/traces/ui-chainer/timeline").json()
+    assert info["time_unit"] == "step" and (info["t_min"], info["t_max"]) == (0, 92)
+    assert [(lane["kind"], lane["bars"]) for lane in info["lanes"]] == [("ops", 92)]
+    w = client.get("/ui/traces/ui-chainer/timeline/window", params={"t0": 0, "t1": 92, "px": 92}).json()
+    assert w["lanes"][0]["n"] == [1] * 92 and w["lanes"][0]["s"] == list(range(92))
