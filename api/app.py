@@ -39,7 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tracegraph.api import analyses, cypher, guide, traces
+from tracegraph.api import analyses, cypher, guide, traces, ui
 from tracegraph.api.connection import GraphHolder, one_line, version
 from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings, require_key
 from tracegraph.api.jobs import JobManager
@@ -88,6 +88,11 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         app.include_router(module.router, **keyed)
     app.add_api_route("/openapi.json", openapi_json, include_in_schema=False, **keyed)
     app.add_api_route("/docs", docs, include_in_schema=False, **keyed)
+    # The web UI: its page at / and its bundle at /static hold no data (no
+    # key); its data routes (/ui/*) check the key themselves.
+    app.include_router(ui.pages)
+    app.include_router(ui.router, **keyed)
+    app.mount("/static", ui.static_files(), name="static")
     return app
 
 

@@ -87,6 +87,10 @@ class GraphHolder:
             write: bool = False, timeout_ms: int | None = None) -> Result:
         return self._call(lambda g: g.run(query, params, trace=trace, write=write, timeout_ms=timeout_ms))
 
+    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
+                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+        return self._call(lambda g: g.read_columns(trace, label, columns, where, timeout_ms=timeout_ms))
+
     def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
                     progress: Progress | None = None) -> dict[str, dict[str, int]]:
         return self._call(lambda g: g.store_trace(name, tables, replace=replace, progress=progress))

@@ -22,7 +22,7 @@ BROWSER_KEY_PATHS = ("/docs", "/openapi.json", "/browser/guide.html", "/browser/
 # JSON request bodies (/cypher, /whatif); uploads have limits of their own.
 JSON_BODY_MAX = 16 * 1024 * 1024
 
-_bearer = HTTPBearer(auto_error=False, description="the server's TRACEGRAPH_API_KEY")
+BEARER = HTTPBearer(auto_error=False, description="the server's TRACEGRAPH_API_KEY")
 
 
 def get_settings(request: Request) -> Settings:
@@ -40,9 +40,10 @@ def get_jobs(request: Request) -> JobManager:
     return jobs
 
 
-async def require_key(request: Request, creds: HTTPAuthorizationCredentials | None = Security(_bearer)) -> None:
-    """401 unless the request carries the API key. Only apps that have a key
-    use this dependency, so OpenAPI declares the bearer scheme exactly then."""
+def require_key(request: Request, creds: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:
+    """401 unless the request carries the API key. Only an app that has a key
+    puts this dependency on its routes, so OpenAPI declares the bearer
+    scheme exactly then."""
     key = request.app.state.settings.api_key
     given = creds.credentials if creds else None
     if given is None and request.url.path in BROWSER_KEY_PATHS:

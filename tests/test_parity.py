@@ -65,6 +65,8 @@ def _cases(graph, trace):
     parameters filled from the trace itself (a busy op, a base trace)."""
     busy = graph.run("MATCH (o:Op {trace: $trace})-[:DATA|CONTROL]-() RETURN o.name, count(*) AS n "
                      "ORDER BY n DESC, o.name LIMIT 1", trace=trace).rows
+    peak = graph.run("MATCH (m:Allocator {trace: $trace}) WHERE m.peak_us IS NOT NULL "
+                     "RETURN m.peak_us ORDER BY m.peak_us, m.uid LIMIT 1", trace=trace).rows
     for a in catalog().values():
         params = {}
         for p in a.params:
@@ -72,6 +74,8 @@ def _cases(graph, trace):
                 params["base"] = "par-stepstats"
             elif p.name == "op":
                 params["op"] = busy[0][0] if busy else "none"
+            elif p.name == "at_us":
+                params["at_us"] = peak[0][0] if peak else 0.0
         yield a.name, params
 
 

@@ -38,13 +38,14 @@ from falkordb.node import Node
 from falkordb.path import Path as FPath
 
 from tracegraph.db import falkor_load
-from tracegraph.db.base import (CATALOG_LABELS, Deadline, Progress, Result, TraceTables, check_trace_name, checkpoint, name_taken,
+from tracegraph.db.base import (CATALOG_LABELS, Deadline, Progress, rows_query, Result, TraceTables, check_trace_name, checkpoint, name_taken,
                                 node_value, path_value, relationship_value)
 from tracegraph.db.values import row_dicts
 from tracegraph.errors import (Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation,
                                UserError)
 
 LAYOUT = "3"
+_SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
 LEASE_PREFIX = "tracegraph-load:"
 # Embedded: rewrite the append-only file once loads have grown it by this
 # much (see compact_log).
@@ -139,6 +140,26 @@ class FalkorGraph:
                  "nodes_deleted": res.nodes_deleted, "relationships_deleted": res.relationships_deleted,
                  "properties_set": res.properties_set}
         return Result(columns=columns, rows=rows, stats={k: int(v or 0) for k, v in stats.items()})
+
+    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
+                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+        """Each column comes back as one string (``string.join``, which Neo4j
+        lacks): decoding 100k rows of six values costs ~0.8 s in RESP parsing,
+        six strings ~0.3 s. A value holding the separator falls back to rows."""
+        text = (f"MATCH (n:{label} {{trace: $trace}})" + (f" WHERE {where}" if where else "")
+                + " RETURN " + ", ".join(f"string.join(collect(coalesce(toString(n.{c}), '')), $sep)" for c in columns))
+        joined = self.run(text, {"sep": _SEP}, trace=trace, timeout_ms=timeout_ms).rows[0]
+        if not joined or not joined[0]:
+            if not self.run(f"MATCH (n:{label} {{trace: $trace}})" + (f" WHERE {where}" if where else "")
+                            + " RETURN count(n)", trace=trace, timeout_ms=timeout_ms).rows[0][0]:
+                return []
+        parts = [(text or "").split(_SEP) for text in joined]
+        if len({len(p) for p in parts}) != 1:
+            res = self.run(rows_query(label, columns, where), trace=trace, timeout_ms=timeout_ms)
+            return [tuple(None if v is None else kind(v) for v, kind in zip(row, columns.values()))
+                    for row in res.rows]
+        cols = [[kind(x) if x != "" else None for x in values] for values, kind in zip(parts, columns.values())]
+        return list(zip(*cols))
 
     # -- storing -----------------------------------------------------------
 

@@ -33,7 +33,7 @@ from neo4j.exceptions import (AuthError, ClientError, ConfigurationError, Constr
                               ServiceUnavailable, SessionExpired, TransientError)
 from neo4j.graph import Node, Path, Relationship
 
-from tracegraph.db.base import (LABELS, Deadline, Progress, Result, TraceTables, check_trace_name, checkpoint, name_taken, node_value,
+from tracegraph.db.base import (LABELS, Deadline, Progress, rows_query, Result, TraceTables, check_trace_name, checkpoint, name_taken, node_value,
                                 path_value, relationship_value)
 from tracegraph.db.values import column_values
 from tracegraph.errors import (Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation,
@@ -154,6 +154,11 @@ class Neo4jGraph:
                         raise
         self.run("CALL db.awaitIndexes(300)")
         self._schema_ready = True
+
+    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
+                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+        res = self.run(rows_query(label, columns, where), trace=trace, timeout_ms=timeout_ms)
+        return [tuple(None if v is None else kind(v) for v, kind in zip(row, columns.values())) for row in res.rows]
 
     # -- storing -----------------------------------------------------------
 

@@ -1,0 +1,254 @@
+"""Timeline data for the web UI: every op and kernel of a trace as bars in
+lanes, and windows of them sized for the screen.
+
+Why server-side: a 100k-op trace has ~200k bars, too many to send to a
+browser and draw on every pan. The first request for a trace reads its
+ops and kernels once into numpy arrays (kept in a small cache keyed by the
+trace's stored version, so a replaced trace is read again); every window
+request then answers from memory in milliseconds with at most about two
+bars per pixel per lane:
+
+* a bar at least one pixel wide is sent as itself (name, type, times);
+* runs of consecutive sub-pixel bars less than a pixel apart are merged
+  into one bar that says how many it stands for (``n``), and whether any
+  of them is highlighted;
+* gaps of a pixel or more always stay visible.
+
+Lanes: one per device stream (kernels and copies, TF's ``stream:all`` is
+not stored), and per device as many op lanes as it takes so that no two
+ops of a lane overlap (first fit in start order: TF's inter-op threads,
+in effect). Times are the trace's (us since its first event; steps for
+traces timed in steps).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from typing import Any
+
+import numpy as np
+
+# What the timeline reads of a trace (Graph.read_columns: each engine's fastest bulk read).
+OP_COLUMNS: dict[str, type] = {"name": str, "type": str, "device_name": str, "start_us": float, "end_us": float,
+                               "cp_step": int}
+KERNEL_COLUMNS: dict[str, type] = {"name": str, "kind": str, "op_name": str, "device_name": str,
+                                   "stream_name": str, "start_us": float, "end_us": float}
+TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
+
+
+def read_rows(graph: Any, trace: str, timeout_ms: int | None = None) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(op rows, kernel rows): the columns above, timed nodes only."""
+    return (graph.read_columns(trace, "Op", OP_COLUMNS, TIMED, timeout_ms=timeout_ms),
+            graph.read_columns(trace, "Kernel", KERNEL_COLUMNS, TIMED, timeout_ms=timeout_ms))
+
+
+MAX_BARS = 40_000  # per window answer, over all lanes
+MAX_PX = 8192
+
+
+@dataclass
+class Lane:
+    """One row of the timeline: bars sorted by start, none inside another's run of merging."""
+
+    id: int
+    name: str
+    device: str
+    kind: str  # "ops" or "stream"
+    start: np.ndarray  # float64, sorted
+    end: np.ndarray  # float64
+    reach: np.ndarray  # running max of end: bars overlapping t0 start at searchsorted(reach, t0)
+    names: list[str]
+    types: list[str]
+    ops: list[str]  # the op a bar belongs to (the op itself for op lanes)
+
+    def info(self) -> dict:
+        return {"id": self.id, "name": self.name, "device": self.device, "kind": self.kind,
+                "bars": int(self.start.size)}
+
+
+@dataclass
+class TraceTimeline:
+    trace: str
+    key: object  # the stored version of the trace it was read from (api/ui.py: _version)
+    lanes: list[Lane]
+    t_min: float
+    t_max: float
+    critical: set[str] = field(default_factory=set)  # names of the ops with cp_step set
+    # highlight source name -> (per-lane masks, the analysis's note, how many ops it named)
+    highlights: dict[str, tuple[list[np.ndarray], str | None, int]] = field(default_factory=dict)
+
+    def info(self) -> dict:
+        return {"trace": self.trace, "t_min": self.t_min, "t_max": self.t_max,
+                "lanes": [lane.info() for lane in self.lanes]}
+
+
+def _short_device(device: str | None) -> str:
+    d = device or "(no device)"
+    return d.split("/", 4)[-1] if d.startswith("/job:") else d
+
+
+def _lane(lane_id: int, name: str, device: str, kind: str, rows: list) -> Lane:
+    start = np.array([r[0] for r in rows], dtype=np.float64)
+    end = np.maximum(np.array([r[1] for r in rows], dtype=np.float64), start)
+    reach = np.maximum.accumulate(end) if end.size else end
+    return Lane(lane_id, name, device, kind, start, end, reach, [r[2] for r in rows],
+                [r[3] for r in rows], [r[4] for r in rows])
+
+
+def pack_ops(rows: list[tuple]) -> list[list[tuple]]:
+    """Split one device's ops (sorted by start) into rows without overlap,
+    each op into the lowest-numbered row free at its start."""
+    free: list[int] = []  # row numbers free now, as a heap
+    busy: list[tuple[float, int]] = []  # (end, row) of the op last put in each busy row
+    out: list[list[tuple]] = []
+    for r in rows:
+        start, end = r[0], max(r[1], r[0])
+        while busy and busy[0][0] <= start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            row = heapq.heappop(free)
+        else:
+            row = len(out)
+            out.append([])
+        out[row].append(r)
+        heapq.heappush(busy, (end, row))
+    return out
+
+
+def build(trace: str, key: object, op_rows: list, kernel_rows: list) -> TraceTimeline:
+    """Lanes from the rows of OPS_QUERY and KERNELS_QUERY."""
+    lanes: list[Lane] = []
+    by_device: dict[str, dict[str, list]] = {}
+    critical: set[str] = set()
+    for name, typ, device, s, e, cp_step in op_rows:
+        by_device.setdefault(device or "", {}).setdefault("", []).append((float(s), float(e), name, typ, name))
+        if cp_step is not None:
+            critical.add(name)
+    for name, kind, op, device, stream, s, e in kernel_rows:
+        by_device.setdefault(device or "", {}).setdefault(stream or "(no stream)", []).append(
+            (float(s), float(e), name, kind or "kernel", op or ""))
+    t_min, t_max = np.inf, -np.inf
+    for device in sorted(by_device):
+        groups = by_device[device]
+        short = _short_device(device)
+        if "" in groups:
+            rows = sorted(groups[""], key=lambda r: (r[0], r[1], r[2]))
+            packed = pack_ops(rows)
+            for i, part in enumerate(packed):
+                label = f"{short} ops" + (f" #{i + 1}" if len(packed) > 1 else "")
+                lanes.append(_lane(len(lanes), label, device, "ops", part))
+        for stream in sorted(s for s in groups if s):
+            rows = sorted(groups[stream], key=lambda r: (r[0], r[1], r[2], r[4]))
+            lanes.append(_lane(len(lanes), f"{short} {stream}", device, "stream", rows))
+    for lane in lanes:
+        if lane.start.size:
+            t_min = min(t_min, float(lane.start[0]))
+            t_max = max(t_max, float(lane.reach[-1]))
+    if not np.isfinite(t_min):
+        t_min, t_max = 0.0, 0.0
+    return TraceTimeline(trace, key, lanes, t_min, t_max, critical=critical)
+
+
+def highlight_masks(tl: TraceTimeline, ops: set[str]) -> list[np.ndarray]:
+    """Per lane, which bars belong to one of ``ops`` (kernels by their op)."""
+    return [np.fromiter((o in ops for o in lane.ops), dtype=bool, count=len(lane.ops)) for lane in tl.lanes]
+
+
+def window(tl: TraceTimeline, t0: float, t1: float, px: int, lane_ids: list[int] | None = None,
+           mask: list[np.ndarray] | None = None, max_bars: int = MAX_BARS) -> dict:
+    """The bars of [t0, t1) drawn ``px`` pixels wide, merged below a pixel.
+
+    Columnar per lane: ``s``/``e`` start and end, ``n`` how many bars it
+    stands for, ``h`` 1 when any of them is highlighted, ``i`` the bar's
+    index for a single bar (its ``name``, ``type``, ``op`` are in the
+    parallel lists) else -1. ``truncated`` when the lanes went over
+    ``max_bars`` (the rest of the lanes are then empty).
+    """
+    px = max(1, min(int(px), MAX_PX))
+    if not t1 > t0:
+        t1 = t0 + 1.0
+    res = (t1 - t0) / px
+    wanted = range(len(tl.lanes)) if lane_ids is None else [i for i in lane_ids if 0 <= i < len(tl.lanes)]
+    out_lanes = []
+    total = 0
+    truncated = False
+    for li in wanted:
+        lane = tl.lanes[li]
+        if truncated:
+            out_lanes.append(_empty(li))
+            continue
+        lo = int(np.searchsorted(lane.reach, t0, side="right"))
+        hi = int(np.searchsorted(lane.start, t1, side="left"))
+        if hi <= lo:
+            out_lanes.append(_empty(li))
+            continue
+        s = lane.start[lo:hi]
+        e = lane.end[lo:hi]
+        keep = e > t0  # inside [lo, hi) some bars may still end before t0
+        idx = np.nonzero(keep)[0] + lo
+        s, e = s[keep], e[keep]
+        if s.size == 0:
+            out_lanes.append(_empty(li))
+            continue
+        h = mask[li][idx] if mask is not None else np.zeros(idx.size, dtype=bool)
+        narrow = (e - s) < res
+        prev_e = np.concatenate(([-np.inf], np.maximum.accumulate(e)[:-1]))
+        prev_narrow = np.concatenate(([False], narrow[:-1]))
+        starts_group = ~narrow | ~prev_narrow | ((s - prev_e) >= res)
+        first = np.nonzero(starts_group)[0]
+        gs = s[first]
+        ge = np.maximum.reduceat(e, first)
+        gn = np.diff(np.append(first, s.size))
+        gh = np.logical_or.reduceat(h, first) if h.size else np.zeros(0, dtype=bool)
+        gi = np.where(gn == 1, idx[first], -1)
+        if total + gs.size > max_bars:
+            truncated = True
+            out_lanes.append(_empty(li))
+            continue
+        total += gs.size
+        singles = gi[gi >= 0]
+        out_lanes.append({
+            "id": li, "s": gs.tolist(), "e": ge.tolist(), "n": gn.tolist(), "h": gh.astype(int).tolist(),
+            "i": gi.tolist(),
+            "names": {str(int(k)): [lane.names[k], lane.types[k], lane.ops[k]] for k in singles},
+        })
+    return {"trace": tl.trace, "t0": t0, "t1": t1, "px": px, "res": res, "bars": total, "truncated": truncated,
+            "lanes": out_lanes}
+
+
+def _empty(li: int) -> dict:
+    return {"id": li, "s": [], "e": [], "n": [], "h": [], "i": [], "names": {}}
+
+
+class TimelineCache:
+    """The last few traces' timelines; loads each trace once even when asked concurrently."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self._items: OrderedDict[str, TraceTimeline] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}
+
+    def get(self, trace: str, key: object, load) -> TraceTimeline:
+        with self._lock:
+            tl = self._items.get(trace)
+            if tl is not None and tl.key == key:
+                self._items.move_to_end(trace)
+                return tl
+            lock = self._loading.setdefault(trace, threading.Lock())
+        with lock:
+            with self._lock:
+                tl = self._items.get(trace)
+                if tl is not None and tl.key == key:
+                    return tl
+            tl = load()
+            with self._lock:
+                self._items[trace] = tl
+                self._items.move_to_end(trace)
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+            return tl

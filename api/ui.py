@@ -1,0 +1,290 @@
+"""The web UI: its page, its static bundle, and the few routes only it needs.
+
+Everything the UI shows comes from the public HTTP API (traces, jobs, the
+catalog's analyses, ``POST /cypher``), so it works the same on every
+backend; this module adds what the API lacks for drawing a 100k-op trace:
+
+* ``GET /ui/traces/{trace}/timeline``: the timeline's lanes and time span;
+* ``GET /ui/traces/{trace}/timeline/window``: the bars of a time window at
+  screen resolution (merged below a pixel, capped; see api/timeline.py);
+* ``GET /ui/traces/{trace}/op?name=``: one op's details for the hover card
+  (type, times, device, input and output shapes, kernels);
+* ``GET /ui/highlights``: the sources the timeline can highlight ops from.
+
+The page (``/``) and ``/static/*`` are public (no trace data in them); the
+``/ui/*`` routes need the API key like every other data route (the app
+includes :data:`router` behind it). The routes are plain module-level
+functions; they reach the app's shared database connection and settings
+through :mod:`tracegraph.api.deps`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Annotated, Any, Callable
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+
+from tracegraph.api import timeline as tlmod
+from tracegraph.api.connection import GraphHolder
+from tracegraph.api.deps import get_graph, get_settings
+from tracegraph.api.models import error_responses
+from tracegraph.api.settings import Settings
+from tracegraph.errors import NotFound, UserError
+from tracegraph.output import jsonable
+
+STATIC_DIR = resources.files("tracegraph.api").joinpath("static")
+
+
+Graph = Annotated[GraphHolder, Depends(get_graph)]
+AppSettings = Annotated[Settings, Depends(get_settings)]
+
+pages = APIRouter(include_in_schema=False)
+router = APIRouter(prefix="/ui", tags=["web ui"])
+
+
+# --------------------------------------------------------------------------
+# Highlight sources
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HighlightSource:
+    """A catalog analysis whose ``column`` names the ops the timeline highlights.
+
+    ``from_timeline``, when given, reads the same set of ops from what the
+    timeline loaded anyway, without running the analysis (critical-path
+    returns exactly the ops whose ``cp_step`` is set, and the timeline reads
+    ``cp_step`` with the ops; tests/test_ui_api.py checks the two agree).
+    """
+
+    name: str
+    label: str
+    analysis: str
+    column: str = "op"
+    from_timeline: Callable[[tlmod.TraceTimeline], set[str]] | None = None
+
+
+HIGHLIGHT_SOURCES: list[HighlightSource] = [
+    HighlightSource("critical-path", "critical path (dependency DAG)", "critical-path",
+                    from_timeline=lambda tl: tl.critical),
+    HighlightSource("observed-critical-path", "observed critical path", "observed-critical-path"),
+]
+
+
+def register_highlight(source: HighlightSource) -> None:
+    """Add (or replace, by name) a highlight source."""
+    HIGHLIGHT_SOURCES[:] = [s for s in HIGHLIGHT_SOURCES if s.name != source.name] + [source]
+
+
+def available_highlights() -> list[HighlightSource]:
+    """The sources whose analysis this version's catalog has."""
+    from tracegraph.queries.catalog import catalog
+
+    names = catalog()
+    return [s for s in HIGHLIGHT_SOURCES if s.analysis in names]
+
+
+def highlighted_ops(graph: GraphHolder, trace: str, source: HighlightSource,
+                    timeout_ms: int | None) -> tuple[set[str], str | None]:
+    """The op names the source's analysis returns for the trace, and its note."""
+    from tracegraph.queries.run import run_analysis
+
+    res = run_analysis(graph, source.analysis, trace, {}, timeout_ms=timeout_ms)
+    if source.column not in res.columns:
+        raise UserError(f"analysis {source.analysis} has no column {source.column!r}")
+    col = res.columns.index(source.column)
+    return {r[col] for r in res.rows if r[col] is not None}, res.note
+
+
+# --------------------------------------------------------------------------
+# Models (documentation of the JSON these routes send)
+# --------------------------------------------------------------------------
+
+class HighlightOut(BaseModel):
+    name: str
+    label: str
+    analysis: str
+
+
+class LaneOut(BaseModel):
+    id: int
+    name: str
+    device: str
+    kind: str = Field(description="ops (op lanes of a device) or stream (kernels of a device stream)")
+    bars: int
+
+
+class TimelineOut(BaseModel):
+    trace: str
+    time_unit: str | None = None
+    t_min: float
+    t_max: float
+    lanes: list[LaneOut]
+    note: str | None = None
+
+
+class WindowLaneOut(BaseModel):
+    id: int
+    s: list[float] = Field(description="bar starts")
+    e: list[float] = Field(description="bar ends")
+    n: list[int] = Field(description="bars merged into this one (1: a single op or kernel)")
+    h: list[int] = Field(description="1 when the bar (or any merged into it) is highlighted")
+    i: list[int] = Field(description="single bars: a key of `names`; merged bars: -1")
+    names: dict[str, list[str | None]] = Field(description="key -> [name, type, op]")
+
+
+class WindowOut(BaseModel):
+    trace: str
+    t0: float
+    t1: float
+    px: int
+    res: float = Field(description="time per pixel")
+    bars: int
+    truncated: bool
+    highlight: str | None = None
+    highlight_ops: int | None = None
+    highlight_note: str | None = None
+    lanes: list[WindowLaneOut]
+
+
+class OpOut(BaseModel):
+    model_config = {"extra": "allow"}
+    name: str
+    type: str | None = None
+    device: str | None = None
+    start_us: float | None = None
+    end_us: float | None = None
+    weight_us: float | None = None
+    cp_step: int | None = None
+    inputs: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+
+
+# --------------------------------------------------------------------------
+# Routes
+# --------------------------------------------------------------------------
+
+_cache = tlmod.TimelineCache(size=4)
+
+
+def _facts(graph: GraphHolder, trace: str) -> dict:
+    from tracegraph.queries.run import trace_facts
+
+    return trace_facts(graph, trace)  # NotFound -> 404
+
+
+def _version(facts: dict) -> tuple:
+    """What tells one stored version of a trace from another (ingested_at has
+    whole seconds: a replace within the same second still changes the counts)."""
+    return tuple(facts.get(k) for k in ("ingested_at", "node_count", "relationship_count", "sources", "span_us"))
+
+
+def _timeline(graph: GraphHolder, settings: Settings, trace: str) -> tuple[tlmod.TraceTimeline, dict]:
+    facts = _facts(graph, trace)
+    timeout = settings.query_timeout_ms or None
+    key = _version(facts)
+
+    def load() -> tlmod.TraceTimeline:
+        ops, kernels = tlmod.read_rows(graph, trace, timeout)
+        return tlmod.build(trace, key, ops, kernels)
+
+    return _cache.get(trace, key, load), facts
+
+
+@pages.get("/")
+def index() -> FileResponse:
+    return FileResponse(str(STATIC_DIR.joinpath("index.html")), media_type="text/html",
+                        headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/highlights", response_model=list[HighlightOut], summary="What the timeline can highlight")
+def highlights() -> list[dict]:
+    return [{"name": s.name, "label": s.label, "analysis": s.analysis} for s in available_highlights()]
+
+
+@router.get("/traces/{trace}/timeline", response_model=TimelineOut, responses=error_responses(404, 503),
+            summary="The timeline's lanes (op lanes per device, one per device stream) and time span")
+def timeline_info(trace: str, graph: Graph, settings: AppSettings) -> JSONResponse:
+    tl, facts = _timeline(graph, settings, trace)
+    out = tl.info()
+    out["time_unit"] = facts.get("time_unit")
+    out["note"] = None if tl.lanes else "not available: the trace has no op or kernel times"
+    return JSONResponse(out)
+
+
+@router.get("/traces/{trace}/timeline/window", response_model=WindowOut, responses=error_responses(404, 422, 503),
+            summary="The bars of a time window at screen resolution (sub-pixel bars merged, capped)")
+def timeline_window(trace: str, graph: Graph, settings: AppSettings,
+                    t0: Annotated[float, Query(allow_inf_nan=False, description="window start")],
+                    t1: Annotated[float, Query(allow_inf_nan=False, description="window end")],
+                    px: Annotated[int, Query(ge=1, le=tlmod.MAX_PX, description="window width in pixels")] = 1000,
+                    lanes: Annotated[str | None, Query(max_length=10_000, pattern=r"^\d+(,\d+)*$",
+                                                       description="lane ids, comma-separated (default: all)")] = None,
+                    highlight: Annotated[str | None, Query(max_length=200,
+                                                           description="a highlight source (GET /ui/highlights)")] = None,
+                    ) -> JSONResponse:
+    if not t1 > t0:
+        raise HTTPException(422, f"t1: must be greater than t0 ({t1!r} <= {t0!r})")
+    tl, _ = _timeline(graph, settings, trace)
+    mask, hl_count, note = None, None, None
+    if highlight:
+        source = next((s for s in available_highlights() if s.name == highlight), None)
+        if source is None:
+            have = ", ".join(s.name for s in available_highlights())
+            raise HTTPException(422, f"highlight: unknown source {highlight!r} (have: {have})")
+        if source.name not in tl.highlights:
+            if source.from_timeline is not None:
+                ops, hl_note = source.from_timeline(tl), None
+            else:
+                ops, hl_note = highlighted_ops(graph, trace, source, settings.query_timeout_ms or None)
+            tl.highlights[source.name] = (tlmod.highlight_masks(tl, ops), hl_note, len(ops))
+        mask, note, hl_count = tl.highlights[source.name]
+    ids = [int(x) for x in lanes.split(",")] if lanes else None
+    out = tlmod.window(tl, t0, t1, px, ids, mask)
+    out.update(highlight=highlight or None, highlight_ops=hl_count, highlight_note=note)
+    return JSONResponse(out)
+
+
+OP_QUERY = """
+MATCH (o:Op {trace: $trace, name: $name})
+WITH o ORDER BY o.uid LIMIT 1
+OPTIONAL MATCH (o)-[p:PRODUCES]->(t:Tensor)
+WITH o, t ORDER BY p.output_index, t.uid
+WITH o, collect(CASE WHEN t IS NULL THEN NULL
+                     ELSE {name: t.name, shape: t.shape, dtype: t.dtype, bytes: t.bytes} END) AS outputs
+OPTIONAL MATCH (o)-[c:CONSUMES]->(i:Tensor)
+WITH o, outputs, c, i ORDER BY c.input_index, i.uid
+WITH o, outputs, collect(CASE WHEN i IS NULL THEN NULL
+                              ELSE {name: i.name, shape: i.shape, dtype: i.dtype} END) AS inputs
+OPTIONAL MATCH (o)-[:LAUNCHED]->(k:Kernel)
+WITH o, outputs, inputs, k ORDER BY k.start_us, k.uid
+RETURN o.name AS name, o.type AS type, o.device_name AS device, o.start_us AS start_us, o.end_us AS end_us,
+       o.weight_us AS weight_us, o.cp_step AS cp_step, o.phase AS phase, inputs, outputs,
+       collect(CASE WHEN k IS NULL THEN NULL
+                    ELSE {name: k.name, stream: k.stream_name, start_us: k.start_us, end_us: k.end_us} END)[0..20]
+         AS kernels
+"""
+
+
+@router.get("/traces/{trace}/op", response_model=OpOut, responses=error_responses(404, 422, 503),
+            summary="One op: type, times, device, input and output shapes, kernels (the first 20)")
+def op_detail(trace: str, graph: Graph, settings: AppSettings,
+              name: Annotated[str, Query(min_length=1, max_length=10_000, description="the op's name")]) -> JSONResponse:
+    _facts(graph, trace)
+    res = graph.run(OP_QUERY, {"name": name}, trace=trace, timeout_ms=settings.cypher_timeout_ms or None)
+    if not res.rows:
+        raise NotFound(f"trace {trace!r} has no op named {name!r}")
+    row = dict(zip(res.columns, res.rows[0]))
+    for k in ("inputs", "outputs", "kernels"):
+        row[k] = [x for x in (row.get(k) or []) if x is not None]
+    return JSONResponse(jsonable(row))
+
+
+def static_files() -> StaticFiles:
+    """The built bundle (api/static/, made from ui/ by esbuild), for ``app.mount("/static", ...)``."""
+    return StaticFiles(directory=str(STATIC_DIR), check_dir=False)

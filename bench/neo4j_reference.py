@@ -1,0 +1,126 @@
+"""Neo4j ingest against a plain reference loader, side by side on one server.
+
+    python -m bench.neo4j_reference --db bolt://127.0.0.1:7687 [--ops 10000] [--repeat 3]
+
+Both write the same tables (the ones tracegraph stores for a generated
+TF step of ``--ops`` ops, bench/generate.py) into the same server:
+
+* the reference: per label ``UNWIND $rows AS r CREATE (n:Label) SET n = r``
+  with one map per row, then per relationship type ``UNWIND $rows AS r
+  MATCH (a:A {trace: $trace, uid: r.src}) MATCH (b:B {trace: $trace, uid:
+  r.dst}) CREATE (a)-[e:T]->(b) SET e = r.props``, both ends found through
+  the (trace, uid) uniqueness constraint, 10,000 rows and one transaction
+  per batch: the plainest fast way to load a graph with the driver;
+* tracegraph's own ``Graph.store_trace`` (load under a temporary name,
+  count checks, membership, the atomic publish).
+
+For each it prints graph elements (nodes + relationships, membership
+included) per second over the best of ``--repeat`` runs, and the ratio.
+Only what happens after parsing and enrichment is timed (both start from
+the same in-memory tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import generate
+
+BATCH = 10_000
+
+
+def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -> int:
+    """Write ``tables`` as ``trace`` the plain way; returns the elements written."""
+    from tracegraph.db.values import row_dicts
+
+    written = 0
+
+    def batch(query: str, rows: list[dict[str, Any]]) -> None:
+        with driver.session(database=database) as s:
+            s.execute_write(lambda tx: tx.run(query, rows=rows, trace=trace).consume())
+
+    for t in tables.nodes:
+        rows = [dict(r, trace=trace) for r in row_dicts(t.frame, ["uid", *t.columns], tables.int_columns)]
+        for i in range(0, len(rows), BATCH):
+            batch(f"UNWIND $rows AS r CREATE (n:{t.label}) SET n = r", rows[i:i + BATCH])
+        written += len(rows)
+    with driver.session(database=database) as s:
+        s.run("CREATE (t:Trace {trace: $trace, uid: 'trace'})", trace=trace).consume()
+    written += 1
+    for r in tables.rels:
+        rows = [{"src": x.get(r.src), "dst": x.get(r.dst), "props": {c: x[c] for c in r.columns if c in x}}
+                for x in row_dicts(r.frame, [r.src, r.dst, *r.columns], tables.int_columns)]
+        query = (f"UNWIND $rows AS r MATCH (a:{r.start} {{trace: $trace, uid: r.src}}) "
+                 f"MATCH (b:{r.end} {{trace: $trace, uid: r.dst}}) CREATE (a)-[e:{r.type}]->(b) SET e = r.props")
+        for i in range(0, len(rows), BATCH):
+            batch(query, rows[i:i + BATCH])
+        written += len(rows)
+    for rel, label in tables.membership:
+        with driver.session(database=database) as s:
+            n = s.run(f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) MATCH (n:{label} {{trace: $trace}}) "
+                      f"CREATE (t)-[:{rel}]->(n) RETURN count(*) AS c", trace=trace).single()["c"]
+        written += n
+    return written
+
+
+def delete(graph: Any, trace: str) -> None:
+    from tracegraph.db.base import LABELS
+
+    for label in LABELS:
+        while graph.run(f"MATCH (n:{label} {{trace: $trace}}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)",
+                        {"trace": trace}, write=True).rows[0][0]:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--db", required=True, help="a Neo4j URI (bolt://...); the traces it writes are removed after")
+    p.add_argument("--ops", type=int, default=10_000)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+
+    from tracegraph.db.connect import open_graph
+    from tracegraph.ingest.enrich import enrich
+    from tracegraph.ingest.graph_tables import trace_tables
+    from tracegraph.ingest.pipeline import parse_files
+
+    graph = open_graph(args.db)
+    assert graph.backend == "neo4j", "--db must name a Neo4j server"
+    graph.ensure_schema()  # type: ignore[attr-defined]
+    with tempfile.TemporaryDirectory() as tmp:
+        files = generate.write(generate.generate(args.ops, seed=0), Path(tmp))
+        tf = parse_files([files["binary"]])
+        tables = trace_tables(tf, enrich(tf))
+    elements = tables.elements() + 1 + sum(len(t.frame) for t in tables.nodes
+                                           if t.label in {label for _, label in tables.membership})
+    best: dict[str, float] = {}
+    for run in range(args.repeat):
+        for name in ("reference", "tracegraph"):
+            trace = f"bench-{name}-{run}"
+            t0 = time.perf_counter()
+            if name == "reference":
+                n = reference_load(graph._driver, graph._database, trace, tables)  # type: ignore[attr-defined]
+                assert n == elements, (n, elements)
+            else:
+                graph.store_trace(trace, tables)
+            took = time.perf_counter() - t0
+            best[name] = min(best.get(name, took), took)
+            print(f"run {run + 1}: {name:10s} {took:6.2f} s  {elements / took:10,.0f} elements/s", flush=True)
+            if name == "reference":
+                delete(graph, trace)
+            else:
+                graph.drop_trace(trace)
+    ref, ours = elements / best["reference"], elements / best["tracegraph"]
+    print(f"\n{args.ops:,} ops, {elements:,} graph elements, best of {args.repeat}:")
+    print(f"  reference loader  {best['reference']:6.2f} s  {ref:10,.0f} elements/s")
+    print(f"  tracegraph        {best['tracegraph']:6.2f} s  {ours:10,.0f} elements/s  ({ours / ref:.2f}x the reference)")
+    graph.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
