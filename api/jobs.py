@@ -25,7 +25,7 @@ class Job:
     trace: str
     files: list[str]
     status: str = QUEUED
-    phase: str = "queued"  # queued / parsing / writing / finished
+    phase: str = "queued"  # queued / parse / enrich / write / finished
     done: int = 0
     total: int | None = None
     error: str | None = None
@@ -35,10 +35,10 @@ class Job:
     started_at: float | None = None
     finished_at: float | None = None
 
-    def progress(self, done: int, total: int) -> None:
-        """ingest()'s progress callback."""
-        self.phase = "writing"
-        self.done, self.total = int(done), int(total)
+    def progress(self, phase: str, done: int, total: int | None) -> None:
+        """ingest()'s progress callback: the phase (parse, enrich, write) and its counts."""
+        self.phase = phase
+        self.done, self.total = int(done), None if total is None else int(total)
 
     def public(self) -> dict[str, Any]:
         fraction = None
@@ -76,7 +76,7 @@ class JobManager:
         job = Job(id=uuid.uuid4().hex, trace=trace, files=files)
 
         def run() -> None:
-            job.status, job.phase, job.started_at = RUNNING, "parsing", time.time()
+            job.status, job.phase, job.started_at = RUNNING, "parse", time.time()
             try:
                 work(job)
             finally:

@@ -77,29 +77,6 @@ def machine() -> dict:
             "python": platform.python_version(), "versions": versions}
 
 
-def neo4j_client_side(path: Path) -> dict:
-    """What the Neo4j loader does before the driver sends anything: the row
-    dicts of every UNWIND batch, built as the key-matching loader builds
-    them. Without a server this is the part of a Neo4j ingest we can time."""
-    from tracegraph.ingest import graph_tables, store
-    from tracegraph.ingest.enrich import enrich
-    from tracegraph.ingest.pipeline import parse_files
-
-    tf = parse_files([path])
-    enrich(tf)
-    t = time.perf_counter()
-    tables = graph_tables.tables(tf)
-    rows = batches = 0
-    for _, df, cols in graph_tables.node_tables(tables):
-        for chunk in store._chunks(df, ["uid", *cols]):
-            rows, batches = rows + len(chunk), batches + 1
-    for (_, _, _, src, dst, props), df, _ in graph_tables.rel_tables(tables):
-        for chunk in store._chunks(df, [src, dst, *props]):
-            rows, batches = rows + len(chunk), batches + 1
-    return {"rows": rows, "batches": batches, "batch_rows": store.BATCH_ROWS,
-            "prepare_s": time.perf_counter() - t}
-
-
 def run_process(cmd: list[str], env: dict, timeout: float = 3600) -> dict:
     """Run ``cmd``; its wall time, output and peak RSS (from its own rusage)."""
     t0 = time.perf_counter()
@@ -221,6 +198,8 @@ def run_analyses(state: dict, trace: str, base: str, repeat: int, timeout_ms: in
 
     cp = run_analysis(state["graph"], "critical-path", trace).rows
     op = cp[len(cp) // 2][1] if cp else None
+    peak = run_analysis(state["graph"], "peak-memory", trace).rows
+    peak_at = peak[0][2] if peak else 0.0
     out = []
     for name, analysis in catalog().items():
         params, skipped = {}, None
@@ -229,6 +208,8 @@ def run_analyses(state: dict, trace: str, base: str, repeat: int, timeout_ms: in
                 params["op"] = op
             elif p.name == "base":
                 params["base"] = base
+            elif p.name == "at_us":
+                params["at_us"] = peak_at
             elif p.required and p.name != "trace":
                 skipped = f"cannot fill parameter {p.name}"
         if skipped or ("op" in params and op is None):
@@ -306,7 +287,13 @@ def main(argv=None) -> int:
     env = dict(os.environ)
 
     from tracegraph.db.connect import open_graph
-    from tracegraph.ingest.store import drop_trace, trace_status
+    from tracegraph.errors import NotFound
+
+    def drop(graph, trace: str) -> None:
+        try:
+            graph.drop_trace(trace)
+        except NotFound:
+            pass
 
     results = {"machine": machine(), "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
                "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {}}
@@ -348,8 +335,7 @@ def main(argv=None) -> int:
             for form in ("text", "binary"):
                 trace = f"bench-{size}-{form}"
                 names[form] = trace
-                if trace_status(state["graph"], trace):
-                    drop_trace(state["graph"], trace)
+                drop(state["graph"], trace)
                 r = ingest(f[form], trace, db, env)
                 if ref:
                     r["vs_text_format_parse"] = r["total_s"] / ref
@@ -388,22 +374,14 @@ def main(argv=None) -> int:
             sweep = []
             for rows in [int(x) for x in args.batch_sweep.split(",")]:
                 trace = f"bench-{big}-batch{rows}"
-                if trace_status(state["graph"], trace):
-                    drop_trace(state["graph"], trace)
+                drop(state["graph"], trace)
                 r = ingest(files[big]["binary"], trace, db, dict(env, TRACEGRAPH_BATCH_ROWS=str(rows)))
-                drop_trace(state["graph"], trace)
+                drop(state["graph"], trace)
                 r["batch_rows"] = rows
                 sweep.append(r)
                 print(f"  batch {rows:6d} rows: load {r['load_s']:.2f} s, total {r['total_s']:.2f} s", flush=True)
             results["backends"][backend]["batch_sweep"] = sweep
         state["graph"].close()
-    if not args.db:
-        big = max(sizes)
-        r = neo4j_client_side(files[big]["binary"])
-        results["neo4j_client_side"] = r
-        print(f"\n=== Neo4j path, client side only (no server here): the {r['rows']:,} rows of the "
-              f"{big}-op trace in {r['batches']} UNWIND batches of up to {r['batch_rows']:,} rows prepared in "
-              f"{r['prepare_s']:.2f} s ({r['rows'] / r['prepare_s']:,.0f} rows/s)", flush=True)
     path = OUT / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(results, indent=2, default=str))
     print(f"\nresults: {path}")

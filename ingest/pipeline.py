@@ -8,10 +8,11 @@ the engine's atomic :meth:`~tracegraph.db.base.Graph.store_trace`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracegraph.db.base import Graph, Progress, check_trace_name
+from tracegraph.db.base import Graph, check_trace_name
 from tracegraph.errors import InputError, UnknownFormat, UserError
 from tracegraph.ingest import formats
 from tracegraph.ingest.enrich import enrich
@@ -19,6 +20,13 @@ from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
 
 SNIFF_BYTES = 65536
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # parse_files names the file and the problem
 
 
 @dataclass
@@ -81,23 +89,36 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
     return base
 
 
+# What a long ingest reports as it goes: (phase, done, total) with phase
+# ``parse`` (bytes of the input files read; total None when unknown),
+# ``enrich`` (0 of 1, then 1 of 1) or ``write`` (graph elements written).
+PhaseProgress = Callable[[str, int, "int | None"], None]
+
+
 def ingest(graph: Graph, paths: list[Path], trace: str, *, fmt: str = "auto",
-           replace: bool = False, progress: Progress | None = None,
+           replace: bool = False, progress: PhaseProgress | None = None,
            source_names: dict[str, str] | None = None) -> IngestReport:
     """Parse and validate everything first; only then write, atomically.
 
     ``source_names`` maps a path to the name the trace should record for it
     (an upload's file name instead of its temporary path)."""
     check_trace_name(trace)
+    report: PhaseProgress = progress or (lambda phase, done, total: None)
     t0 = time.perf_counter()
+    sizes = [_size(Path(p)) for p in paths]
+    report("parse", 0, sum(sizes))
     tf = parse_files([Path(p) for p in paths], fmt)
+    report("parse", sum(sizes), sum(sizes))
     if source_names:
         tf.sources = [source_names.get(str(s), str(s)) for s in tf.sources]
     t1 = time.perf_counter()
+    report("enrich", 0, 1)
     summary = enrich(tf)
     tables = trace_tables(tf, summary)
+    report("enrich", 1, 1)
     t2 = time.perf_counter()
-    counts = graph.store_trace(trace, tables, replace=replace, progress=progress)
+    counts = graph.store_trace(trace, tables, replace=replace,
+                               progress=lambda done, total: report("write", done, total))
     t3 = time.perf_counter()
     return IngestReport(trace=trace, counts=counts,
                         timings={"parse_s": t1 - t0, "enrich_s": t2 - t1, "load_s": t3 - t2, "total_s": t3 - t0})

@@ -29,6 +29,9 @@ SEED_CHAINER = EXAMPLES / "chainer-vgg19-graph.txt"
 SEED_MEGENGINE = EXAMPLES / "megengine-resnet50-profile.json"
 
 NEO4J_URI = os.environ.get("TRACEGRAPH_TEST_NEO4J") or None
+# Embedded servers the tests start stop a second after their last user
+# (the default, minutes, would leave one per test directory running).
+os.environ.setdefault("TRACEGRAPH_IDLE_S", "1")
 NO_NEO4J = ("TRACEGRAPH_TEST_NEO4J is not set (a bolt URI of a scratch Neo4j 5 server; tests/run.sh "
             "starts one assembled by ../shared/neo4j-local when it finds it)")
 

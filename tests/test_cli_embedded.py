@@ -175,6 +175,59 @@ def test_cli_call_leaves_a_shared_server_running(tmp_path):
     assert _gone(home)  # the last user stopped it
 
 
+def _processes(home: Path, what: str) -> list[int]:
+    """Pids of the live processes whose command line names ``home`` and ``what``."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "status").read_text()
+        except OSError:
+            continue
+        if str(home) in cmd and what in cmd and "State:\tZ" not in state:
+            out.append(int(proc.name))
+    return out
+
+
+def test_idle_server_serves_the_next_call_then_stops(tmp_path):
+    """A call within TRACEGRAPH_IDLE_S finds the server up (no start); once
+    nobody has used it that long, it and its reaper are gone."""
+    home = tmp_path / "home"
+    idle = {"TRACEGRAPH_IDLE_S": "3"}
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "a", home=home, env=idle, check=True)
+    pid = _server_pid(home)
+    assert pid and len(_processes(home, "--reap")) == 1
+    run_cli("query", "top-ops", "--trace", "a", home=home, env=idle, check=True)
+    assert _server_pid(home) == pid  # the same server answered
+    assert _gone(home, within_s=20)
+    deadline = time.monotonic() + 10
+    while _processes(home, "--reap") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes(home, "--reap") == []
+
+
+def test_idle_zero_stops_with_the_last_user(tmp_path):
+    home = tmp_path / "home"
+    run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "0"}, check=True)
+    assert _processes(home, "--reap") == []
+    assert _gone(home, within_s=5)
+
+
+def test_racing_starts_make_one_server_and_a_killed_reaper_is_replaced(tmp_path):
+    home = tmp_path / "home"
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="5")
+    env.pop("TRACEGRAPH_DB", None)
+    procs = [subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "traces"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    assert len(_processes(home, "redis-server")) == 1 and len(_processes(home, "--reap")) == 1
+    (reaper,) = _processes(home, "--reap")
+    os.kill(reaper, signal.SIGKILL)
+    run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "1"}, check=True)
+    assert len(_processes(home, "--reap")) == 1  # a new one watches the server
+    assert _gone(home, within_s=20)
+
+
 def test_server_that_cannot_start_is_a_clear_error(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -182,3 +235,37 @@ def test_server_that_cannot_start_is_a_clear_error(tmp_path):
     proc = run_cli("traces", home=home)
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1 and "falkordb" in proc.stderr
+
+
+def _ingest_stderr_on_a_terminal(home: Path, *extra: str) -> str:
+    """Run an ingest with stderr on a pseudo-terminal; what it wrote there."""
+    import pty
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home), COLUMNS="120")
+    env.pop("TRACEGRAPH_DB", None)
+    proc = subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "ingest", str(SEED_STEPSTATS), "--trace", "tty",
+                             "--replace", *extra], stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    assert proc.returncode == 0
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_on_a_terminal_only(tmp_path):
+    home = tmp_path / "home"
+    shown = _ingest_stderr_on_a_terminal(home)
+    assert "writing (graph elements)" in shown and "parsing" in shown
+    assert _ingest_stderr_on_a_terminal(home, "--quiet") == ""
+    piped = run_cli("ingest", str(SEED_STEPSTATS), "--trace", "tty", "--replace", home=home, check=True)
+    assert piped.stderr == ""

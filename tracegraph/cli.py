@@ -60,6 +60,32 @@ def _graph(args):
         graph.close()
 
 
+@contextmanager
+def _progress(args):
+    """Progress bars on stderr while an ingest runs, when stderr is a
+    terminal and not ``--quiet``: its phases with counts and rate."""
+    if args.quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    labels = {"parse": "parsing (bytes)", "enrich": "enriching", "write": "writing (graph elements)"}
+    with Progress(TextColumn("{task.description:26s}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bars:
+        tasks: dict[str, int] = {}
+
+        def report(phase: str, done: int, total: int | None) -> None:
+            if phase not in tasks:
+                tasks[phase] = bars.add_task(labels.get(phase, phase), total=total, rate="")
+            task = bars.tasks[tasks[phase]]
+            rate = f"{done / task.elapsed:,.0f}/s" if phase == "write" and task.elapsed else ""
+            bars.update(tasks[phase], completed=done, total=total, rate=rate)
+
+        yield report
+
+
 def _params(pairs: list[str]) -> dict:
     out = {}
     for pair in pairs or []:
@@ -75,8 +101,8 @@ def cmd_ingest(args) -> int:
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or paths[0].stem
-    with _graph(args) as graph:
-        report = ingest(graph, paths, name, fmt=args.format, replace=args.replace)
+    with _graph(args) as graph, _progress(args) as progress:
+        report = ingest(graph, paths, name, fmt=args.format, replace=args.replace, progress=progress)
     counts = report.counts
     nodes = sum(counts["nodes"].values()) + 1
     rels = sum(counts["relationships"].values())
@@ -89,7 +115,7 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_traces(args) -> int:
-    from tracegraph.output import render
+    from tracegraph.output import render, terminal_width
     from tracegraph.queries.traces import list_traces
 
     with _graph(args) as graph:
@@ -98,7 +124,7 @@ def cmd_traces(args) -> int:
     if args.format == "json":
         print(json.dumps(traces, indent=2))
     else:
-        print(render(cols, [[t.get(c) for c in cols] for t in traces], args.format))
+        print(render(cols, [[t.get(c) for c in cols] for t in traces], args.format, terminal_width()))
     return 0
 
 
@@ -110,7 +136,7 @@ def cmd_drop(args) -> int:
 
 
 def cmd_queries(args) -> int:
-    from tracegraph.output import render
+    from tracegraph.output import render, terminal_width
     from tracegraph.queries.catalog import catalog
 
     items = catalog().values()
@@ -125,12 +151,12 @@ def cmd_queries(args) -> int:
         return 0
     rows = [[a.name, a.summary, ", ".join(p.name + ("" if p.required else f"={p.default}") for p in a.params if p.name != "trace")]
             for a in items]
-    print(render(["name", "summary", "params"], rows, args.format))
+    print(render(["name", "summary", "params"], rows, args.format, terminal_width()))
     return 0
 
 
 def cmd_query(args) -> int:
-    from tracegraph.output import render
+    from tracegraph.output import render, terminal_width
     from tracegraph.queries.run import run_analysis
 
     with _graph(args) as graph:
@@ -140,14 +166,14 @@ def cmd_query(args) -> int:
         if args.format == "json":
             print("[]")
         return 0
-    print(render(result.columns, result.rows, args.format))
+    print(render(result.columns, result.rows, args.format, terminal_width()))
     if result.note:
         print(result.note, file=sys.stderr)
     return 0
 
 
 def cmd_cypher(args) -> int:
-    from tracegraph.output import render
+    from tracegraph.output import render, terminal_width
 
     params = {}
     for k, v in _params(args.param).items():
@@ -158,7 +184,7 @@ def cmd_cypher(args) -> int:
     with _graph(args) as graph:
         res = graph.run(args.query, params, trace=args.trace, write=args.write)
     if res.columns:
-        print(render(res.columns, res.rows, args.format))
+        print(render(res.columns, res.rows, args.format, terminal_width()))
     if args.write:
         changed = {k: int(v) for k, v in res.stats.items() if v}
         print(", ".join(f"{k} {v}" for k, v in changed.items()) or "no changes", file=sys.stderr)
@@ -166,7 +192,7 @@ def cmd_cypher(args) -> int:
 
 
 def cmd_whatif(args) -> int:
-    from tracegraph.output import render
+    from tracegraph.output import render, terminal_width
     from tracegraph.queries.whatif import what_if
 
     with _graph(args) as graph:
@@ -180,7 +206,7 @@ def cmd_whatif(args) -> int:
     print(f"critical path {result['critical_path_us']:,.1f} us (baseline {result['baseline_us']:,.1f} us, "
           f"speedup {speedup}), {len(result['path'])} ops:")
     cols = ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
-    print(render(cols, [[p[c] for c in cols] for p in result["path"]], "table"))
+    print(render(cols, [[p[c] for c in cols] for p in result["path"]], "table", terminal_width()))
     return 0
 
 
@@ -191,7 +217,7 @@ def cmd_demo(args) -> int:
     from importlib import resources
 
     from tracegraph.ingest.pipeline import ingest
-    from tracegraph.output import render
+    from tracegraph.output import render, terminal_width
     from tracegraph.queries.run import run_analysis
 
     root = resources.files("tracegraph.examples") / "traces"
@@ -217,7 +243,7 @@ def cmd_demo(args) -> int:
             print(f"\n== {analysis} --trace alexnet")
             res = run_analysis(graph, analysis, "alexnet", params)
             rows = res.rows if analysis != "critical-path" else res.rows[:12]
-            print(res.note if res.note and not res.rows else render(res.columns, rows, "table"))
+            print(res.note if res.note and not res.rows else render(res.columns, rows, "table", terminal_width()))
             if analysis == "critical-path" and len(res.rows) > len(rows):
                 total = sum(r[3] for r in res.rows)
                 print(f"... {len(res.rows)} ops, {total:,.0f} us in all")
@@ -225,7 +251,7 @@ def cmd_demo(args) -> int:
 
         cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "memory_peak_bytes"]
         print("\n== traces (span and critical path in us; steps for vgg19-chainer)")
-        print(render(cols, [[t.get(c) for c in cols] for t in list_traces(graph)], "table"))
+        print(render(cols, [[t.get(c) for c in cols] for t in list_traces(graph)], "table", terminal_width()))
         print("\nMore: tracegraph queries; tracegraph query NAME --trace alexnet")
     return 0
 
@@ -256,6 +282,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", help="trace name (default: the first file's name)")
     s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
+    s.add_argument("--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("traces", parents=[common, fmt], help="list traces")

@@ -6,9 +6,14 @@ import csv
 import io
 import json
 import math
+import shutil
+import sys
+from typing import Any
 
 
-def render(columns: list[str], rows: list[list], fmt: str) -> str:
+def render(columns: list[str], rows: list[list[Any]], fmt: str, width: int | None = None) -> str:
+    """Rows as ``table`` (fit to ``width`` columns of text when given),
+    ``json`` or ``csv``."""
     if fmt == "json":
         return json.dumps([dict(zip(columns, r)) for r in rows], indent=2, default=str)
     if fmt == "csv":
@@ -18,24 +23,56 @@ def render(columns: list[str], rows: list[list], fmt: str) -> str:
         for r in rows:
             w.writerow([_csv_cell(v) for v in r])
         return buf.getvalue().rstrip("\n")
-    return table(columns, rows)
+    return table(columns, rows, width)
 
 
-def table(columns: list[str], rows: list[list]) -> str:
-    """A plain aligned text table; long cells are cut at 60 characters."""
+def terminal_width() -> int | None:
+    """The width of the terminal stdout writes to; None when it is not one."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+CELL_MAX = 60  # a text cell is never wider than this
+CELL_MIN = 12  # text columns shrink to fit a terminal down to this
+
+
+def table(columns: list[str], rows: list[list[Any]], width: int | None = None) -> str:
+    """A plain aligned text table: numbers right-aligned with thousands
+    separators, text left-aligned; a text cell longer than CELL_MAX, or than
+    its column's share of a ``width`` too narrow for the whole table, is
+    cut in the middle (``gradients/co…Conv2DBackpropFilter``), where names
+    differ least usefully."""
     cells = [[_cell(v) for v in r] for r in rows]
-    widths = [len(c) for c in columns]
-    for r in cells:
-        for i, v in enumerate(r):
-            widths[i] = max(widths[i], len(v))
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    numeric = [all(_numeric(r[i]) or not r[i] for r in cells) and any(r[i] for r in cells)
+               for i in range(len(columns))]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    widths = [w if numeric[i] else min(w, CELL_MAX) for i, w in enumerate(widths)]
+    if width:
+        over = sum(widths) + 2 * (len(widths) - 1) - width
+        while over > 0:
+            text = [i for i in range(len(widths)) if not numeric[i] and widths[i] > max(CELL_MIN, len(columns[i]))]
+            if not text:
+                break
+            widest = max(text, key=lambda i: widths[i])
+            cut = min(over, widths[widest] - max(CELL_MIN, len(columns[widest])))
+            widths[widest] -= cut
+            over -= cut
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()
     out = [line, "  ".join("-" * w for w in widths)]
     for r in cells:
-        out.append("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        out.append("  ".join(v.rjust(w) if numeric[i] else _middle(v, w).ljust(w)
+                             for i, (v, w) in enumerate(zip(r, widths))).rstrip())
     return "\n".join(out)
 
 
-def _cell(v) -> str:
+def _middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters in the middle, marked with an ellipsis."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: (keep + 1) // 2] + "\u2026" + text[len(text) - keep // 2:] if keep > 0 else text[:width]
+
+
+def _cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
@@ -45,10 +82,8 @@ def _cell(v) -> str:
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     if isinstance(v, (dict, list)):
-        s = json.dumps(v, default=str)
-    else:
-        s = str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+        return json.dumps(v, default=str)
+    return str(v)
 
 
 def _csv_cell(v):

@@ -9,14 +9,17 @@ Several tracegraph processes may share one data directory (a CLI call while
 
 * ``start.lock`` (exclusive, held briefly) serializes starting and stopping,
   so two processes never start two servers on one directory;
-* ``users.lock`` is held *shared* by every process using the server. A
-  process that leaves takes ``start.lock``, drops its share and tries to take
-  ``users.lock`` exclusively: if it can, nobody else is using the server and
-  it shuts it down; if it cannot, the last user will.
+* ``users.lock`` is held *shared* by every process using the server; a
+  crashed process's share vanishes with it (the kernel drops flocks).
 
-So a CLI call never leaves a server behind unless another process still
-uses it, and a crashed process's locks vanish with it (the kernel drops
-flocks), leaving its server to the next process that leaves.
+When the last user leaves, the server does not stop at once: a CLI call a
+moment later would pay the start (which loads every stored trace) again.
+A small watcher process started with the server (the *reaper*,
+``python -m tracegraph.db.embedded --reap DIR``) stops it once nobody has
+used it for ``TRACEGRAPH_IDLE_S`` seconds (default 300; 0 stops it when the
+last user leaves, by that user). The reaper holds ``reaper.lock`` for its
+life, so there is one per directory, and any process that finds a server
+without one starts one: no server is left behind forever.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +42,16 @@ from redis.retry import Retry
 from tracegraph.errors import DatabaseError
 
 START_TIMEOUT_S = float(os.environ.get("TRACEGRAPH_START_TIMEOUT", "120"))
+REAP_EVERY_S = 0.5
+
+
+def idle_timeout() -> float:
+    """``TRACEGRAPH_IDLE_S``: how long an unused server stays up (seconds)."""
+    raw = os.environ.get("TRACEGRAPH_IDLE_S", "300")
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise DatabaseError(f"TRACEGRAPH_IDLE_S must be a number of seconds, got {raw!r}") from None
 
 
 def default_home() -> Path:
@@ -61,9 +75,12 @@ class EmbeddedServer:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise DatabaseError(f"cannot use {self.data_dir} as the embedded database directory: {e.strerror}") from None
+        idle = idle_timeout()
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
             if not self._alive():
                 self._spawn()
+            if idle > 0 and not _held(self.data_dir / "reaper.lock"):
+                self._start_reaper(idle)
             fd = os.open(self.data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(fd, fcntl.LOCK_SH)
             self._users_fd = fd
@@ -73,22 +90,50 @@ class EmbeddedServer:
         return str(self.socket)
 
     def release(self) -> None:
-        """Unregister; stop the server when this was its last user."""
+        """Unregister. With no idle time, stop the server when this was its
+        last user; otherwise the reaper stops it once it has been idle."""
         if self._users_fd is None:
             return
         atexit.unregister(self.release)
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
             os.close(self._users_fd)  # drops our shared lock
             self._users_fd = None
-            fd = os.open(self.data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return  # someone else still uses the server
-            else:
+            if idle_timeout() > 0 and _held(self.data_dir / "reaper.lock"):
+                return
+            if _unused(self.data_dir):
                 self._shutdown()
-            finally:
-                os.close(fd)
+
+    def _start_reaper(self, idle: float) -> None:
+        subprocess.Popen([sys.executable, "-m", "tracegraph.db.embedded", "--reap", str(self.home), "--idle", str(idle)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+        # It takes reaper.lock first thing; wait for that so that a second
+        # process never starts a second reaper.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _held(self.data_dir / "reaper.lock"):
+            time.sleep(0.01)
+
+    def reap(self, idle: float) -> None:
+        """The reaper's loop: stop the server once unused for ``idle`` seconds;
+        end with the server (whoever stopped it)."""
+        fd = os.open(self.data_dir / "reaper.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        # Blocking: should another reaper still watch, this one takes over
+        # when that one ends (and ends too if the server went with it).
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        unused_since: float | None = None
+        while self._alive():
+            now = time.monotonic()
+            if not _unused(self.data_dir):
+                unused_since = None
+            elif unused_since is None:
+                unused_since = now
+            elif now - unused_since >= idle:
+                with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
+                    if _unused(self.data_dir):
+                        self._shutdown()
+                        return
+                unused_since = None
+            time.sleep(REAP_EVERY_S)
 
     def _alive(self) -> bool:
         if not self.socket.exists():
@@ -163,6 +208,30 @@ class EmbeddedServer:
             time.sleep(0.02)
 
 
+def _unused(data_dir: Path) -> bool:
+    """Does no process hold a share of users.lock? (Taken and let go at once.)"""
+    fd = os.open(data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _held(path: Path) -> bool:
+    """Does some process hold an exclusive flock on ``path``?"""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 class _locked:
     """``with _locked(path, LOCK_EX):`` — an flock held for the block."""
 
@@ -192,3 +261,19 @@ def _last_line(log: Path) -> str:
     except OSError:
         return "no log"
     return lines[-1] if lines else "empty log"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tracegraph.db.embedded --reap HOME --idle S``: the reaper."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m tracegraph.db.embedded")
+    p.add_argument("--reap", type=Path, required=True, help="the data directory's home")
+    p.add_argument("--idle", type=float, required=True, help="seconds unused before the server stops")
+    args = p.parse_args(argv)
+    EmbeddedServer(args.reap).reap(args.idle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,14 +25,13 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from tracegraph.db import load_plan
 from tracegraph.db.base import Progress, Result, TraceTables
-from tracegraph.db.values import column_values
 from tracegraph.errors import DatabaseError
 
 # Rows per UNWIND batch (TRACEGRAPH_BATCH_ROWS); bench/RESULTS.md has the
@@ -47,56 +46,21 @@ IN_FLIGHT = int(os.environ.get("TRACEGRAPH_LOAD_IN_FLIGHT", "2"))
 RunWrite = Callable[[str, "dict[str, Any] | None"], Result]
 
 
-@dataclass
-class _Pass:
-    """One sweep over a table: create a node per row (``label``) or take the
-    existing node named by column ``anchor``, plus relationships from/to
-    existing nodes: ``(type, outgoing, other column, property columns)``."""
-
-    table: str
-    label: str | None
-    anchor: str
-    cols: list[str] = field(default_factory=list)
-    rels: list[tuple[str, bool, str, list[str]]] = field(default_factory=list)
-    member: str | None = None
-
-
-def _passes(tables: TraceTables) -> list[_Pass]:
-    """The node tables in order, each with the relationships whose other end
-    an earlier table creates; the rest in passes of their own, grouped by
-    (table, anchor column)."""
-    member = {label: rel for rel, label in tables.membership}
-    order = {t.label: i for i, t in enumerate(tables.nodes)}
-    nodes = {t.table: _Pass(t.table, t.label, "uid", list(t.columns), [], member.get(t.label)) for t in tables.nodes}
-    extra: dict[tuple[str, str], _Pass] = {}
-    for r in tables.rels:
-        p = nodes.get(r.table)
-        if p is not None and r.dst == "uid" and p.label == r.end and order.get(r.start, len(order)) < order[r.end]:
-            p.rels.append((r.type, False, r.src, list(r.columns)))
-        elif p is not None and r.src == "uid" and p.label == r.start and order.get(r.end, len(order)) < order[r.start]:
-            p.rels.append((r.type, True, r.dst, list(r.columns)))
-        else:
-            extra.setdefault((r.table, r.src), _Pass(r.table, None, r.src)).rels.append(
-                (r.type, True, r.dst, list(r.columns)))
-    return list(nodes.values()) + list(extra.values())
-
-
 def load(run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress: Progress | None) -> None:
     """Write ``tables`` as trace ``trace`` into the graph ``run`` writes to,
-    whose Trace node (already created) has internal id ``trace_id``. Every
-    batch's created node and relationship counts are checked."""
-    frames = {t.table: t.frame for t in tables.nodes}
-    frames.update({r.table: r.frame for r in tables.rels if r.table not in frames})
+    whose Trace node (already created) has internal id ``trace_id``, in the
+    order of :mod:`load_plan`. Every batch's created node and relationship
+    counts are checked."""
+    tables_frames = load_plan.frames(tables)
     ints = tables.int_columns
     total = tables.elements()
     ids: dict[Any, int] = {}
     done = 0
     params = {"trace": trace, "tid": trace_id}
-    passes = _passes(tables)
+    passes = load_plan.passes(tables)
     with _InFlight(run, IN_FLIGHT) as flight:
-        ready = _prepare(passes[0], frames, ints)
+        ready = load_plan.groups(passes[0], tables_frames, ints)
         for k, p in enumerate(passes):
-            groups = ready
             # Every batch of the earlier passes must be done: their ids are
             # needed now. The next pass's properties were converted while
             # they ran (below), so the server seldom waits for the client.
@@ -104,73 +68,38 @@ def load(run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress
                 done += n
                 if progress:
                     progress(done, total)
-            for sel, rels, values in groups:
-                query = _pass_query(p, rels)
-                head: list[Any] = [range(len(sel))] if p.label is not None else [_ids(sel[p.anchor], ids)]
-                head += [_ids(sel[col], ids) for _, _, col, _ in rels]
-                rows = list(zip(*head, *values))
-                uids = sel["uid"].tolist() if p.label is not None else None
-                # Progress counts nodes and the relationships of the tables (not membership).
-                weight = len(rels) + (p.label is not None)
-                made = len(rels) + (p.member is not None and p.label is not None)
+            for g in ready:
+                query = _pass_query(p, g)
+                head: list[Any] = [range(len(g.rows))] if p.label is not None else [_ids(g.rows[p.anchor], ids)]
+                head += [_ids(g.rows[rel.column], ids) for rel in g.rels]
+                rows = list(zip(*head, *g.values))
+                uids = g.rows["uid"].tolist() if p.label is not None else None
+                made = load_plan.relationships_per_row(p, g)
+                weight = load_plan.elements_per_row(p, g)
                 for i in range(0, len(rows), BATCH_ROWS):
                     flight.submit(query, params, rows[i:i + BATCH_ROWS],
                                   None if uids is None else uids[i:i + BATCH_ROWS], made, weight)
-            ready = _prepare(passes[k + 1], frames, ints) if k + 1 < len(passes) else []
+            ready = load_plan.groups(passes[k + 1], tables_frames, ints) if k + 1 < len(passes) else []
         for n in flight.drain(into=ids):
             done += n
             if progress:
                 progress(done, total)
 
 
-def _prepare(p: _Pass, frames: dict[str, pd.DataFrame], ints: frozenset[str]) -> list[tuple[Any, ...]]:
-    """A pass's rows, grouped by which of the optional other ends they have
-    (each group gets its own statement): ``(rows, relationships, property
-    columns)``; the id columns are added once those ids exist."""
-    df = frames[p.table]
-    if p.label is None:
-        df = df[df[p.anchor].notna()]
-    code = np.zeros(len(df), dtype=np.int64)  # bit k: relationship k has its other end
-    for k, (_, _, col, _) in enumerate(p.rels):
-        code |= df[col].notna().to_numpy().astype(np.int64) << k
-    groups = []
-    for shape in sorted(set(code.tolist())):
-        sel = df[code == shape]
-        rels = [r for k, r in enumerate(p.rels) if shape >> k & 1]
-        if p.label is None and not rels:
-            continue
-        values = [column_values(sel[c], c in ints) for _, _, _, props in rels for c in props]
-        if p.label is not None:
-            values += [column_values(sel[c], c in ints) for c in ["uid", *p.cols]]
-        groups.append((sel, rels, values))
-    return groups
-
-
-def _pass_query(p: _Pass, rels: list[tuple[str, bool, str, list[str]]]) -> str:
-    ends = ["a"] if p.label is None else []
-    ends += [f"x{k}" for k in range(len(rels))]
-    first = 1 if p.label is not None else 0  # created nodes: r[0] is the row number
-    carry = (["t"] if p.member else []) + ["r"] + [f"r[{first + k}] AS {e}_id" for k, e in enumerate(ends)]
-    q = ["MATCH (t) WHERE id(t) = $tid"] if p.member else []
+def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
+    """Rows are ``[row number (node passes) or anchor id, other ends' ids...,
+    values...]``; every existing node is found by its internal id."""
+    ends = [f"x{k}" for k in range(len(g.rels))]
+    found = ends if p.label is not None else ["a", *ends]
+    first = 1 if p.label is not None else 0  # r[0] of a node pass is the row number
+    member = p.member is not None and p.label is not None
+    q = ["MATCH (t) WHERE id(t) = $tid"] if member else []
     q.append("UNWIND $rows AS r")
-    if ends:
+    if found:
+        carry = (["t"] if member else []) + ["r"] + [f"r[{first + k}] AS {e}_id" for k, e in enumerate(found)]
         q.append("WITH " + ", ".join(carry))
-        q += [f"MATCH ({e}) WHERE id({e}) = {e}_id" for e in ends]
-    k = first + len(ends)
-    rel_props = []
-    for _, _, _, props in rels:
-        rel_props.append(", ".join(f"{c}: r[{k + j}]" for j, c in enumerate(props)))
-        k += len(props)
-    node = "a"
-    if p.label is not None:
-        node = "n"
-        props = ", ".join(f"{c}: r[{k + j}]" for j, c in enumerate(["uid", *p.cols]))
-        q.append(f"CREATE (n:{p.label} {{{props}, trace: $trace}})")
-    for (rel, out, _, _), e, rp in zip(rels, ends[1:] if p.label is None else ends, rel_props):
-        body = f"[:{rel}{' {' + rp + '}' if rp else ''}]"
-        q.append(f"CREATE ({node})-{body}->({e})" if out else f"CREATE ({e})-{body}->({node})")
-    if p.member:
-        q.append(f"CREATE (t)-[:{p.member}]->(n)")
+        q += [f"MATCH ({e}) WHERE id({e}) = {e}_id" for e in found]
+    q += load_plan.creates(p, g, "n" if p.label is not None else "a", ends, first + len(found))
     if p.label is not None:
         # One string instead of a row per node: the client decodes it in C.
         q.append("RETURN string.join(collect(toString(r[0]) + ':' + toString(id(n))), ',') AS ids")

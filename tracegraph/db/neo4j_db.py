@@ -21,6 +21,7 @@ tells at once whether the owner of a leftover is still alive.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -33,6 +34,7 @@ from neo4j.exceptions import (AuthError, ClientError, ConfigurationError, Constr
                               ServiceUnavailable, SessionExpired, TransientError)
 from neo4j.graph import Node, Path, Relationship
 
+from tracegraph.db import load_plan
 from tracegraph.db.base import (LABELS, Deadline, Progress, rows_query, Result, TraceTables, check_trace_name, checkpoint, name_taken, node_value,
                                 path_value, relationship_value)
 from tracegraph.db.values import column_values
@@ -318,50 +320,47 @@ def _rename_in(tx: Any, old: str, new: str) -> None:
 
 
 def _load(graph: Neo4jGraph, trace: str, tables: TraceTables, progress: Progress | None) -> dict[str, dict[str, int]]:
-    """Nodes in ``UNWIND`` batches of positional rows (a null is a property
-    not set), then relationships with both ends found through the (trace,
-    uid) constraint's index, then membership. Counts are checked per batch."""
+    """The passes of :mod:`load_plan` as ``UNWIND`` batches of positional
+    rows (a null is a property not set), the other ends of relationships
+    found through the (trace, uid) constraint's index. Counts are checked
+    per batch."""
     ints = tables.int_columns
     total = tables.elements()
+    tables_frames = load_plan.frames(tables)
     done = 0
-    counts: dict[str, dict[str, int]] = {"nodes": {}, "relationships": {}}
-
-    def write(query: str, rows: list[list[Any]], expect: str) -> None:
-        nonlocal done
-        res = graph.run(query, {"rows": rows, "trace": trace}, write=True)
-        if res.stats.get(expect, 0) != len(rows):
-            raise DatabaseError(f"Neo4j made {res.stats.get(expect, 0)} of {len(rows)} {expect.split('_')[0]} in a batch")
-        done += len(rows)
-        if progress:
-            progress(done, total)
-
-    for t in tables.nodes:
-        cols = ["uid", *t.columns]
-        props = ", ".join(f"{c}: r[{i}]" for i, c in enumerate(cols))
-        query = f"UNWIND $rows AS r CREATE (n:{t.label} {{{props}, trace: $trace}})"
-        for rows in _batches(t.frame, cols, ints):
-            write(query, rows, "nodes_created")
-        counts["nodes"][t.label] = counts["nodes"].get(t.label, 0) + len(t.frame)
-    for r in tables.rels:
-        props = ", ".join(f"{c}: x[{2 + i}]" for i, c in enumerate(r.columns))
-        query = (f"UNWIND $rows AS x MATCH (a:{r.start} {{trace: $trace, uid: x[0]}}) "
-                 f"MATCH (b:{r.end} {{trace: $trace, uid: x[1]}}) CREATE (a)-[:{r.type}"
-                 + (f" {{{props}}}" if props else "") + "]->(b)")
-        for rows in _batches(r.frame, [r.src, r.dst, *r.columns], ints):
-            write(query, rows, "relationships_created")
-        counts["relationships"][r.type] = counts["relationships"].get(r.type, 0) + len(r.frame)
-    for rel, label in tables.membership:
-        res = graph.run(f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) MATCH (n:{label} {{trace: $trace}}) "
-                        f"CREATE (t)-[:{rel}]->(n)", {"trace": trace}, write=True)
-        counts["relationships"][rel] = res.stats.get("relationships_created", 0)
+    for p in load_plan.passes(tables):
+        for g in load_plan.groups(p, tables_frames, ints):
+            query = _pass_query(p, g)
+            head = [] if p.label is not None else [column_values(g.rows[p.anchor], False)]
+            head += [column_values(g.rows[rel.column], False) for rel in g.rels]
+            rows = [list(r) for r in zip(*head, *g.values)]
+            rels = load_plan.relationships_per_row(p, g)
+            for i in range(0, len(rows), BATCH_ROWS):
+                batch = rows[i:i + BATCH_ROWS]
+                res = graph.run(query, {"rows": batch, "trace": trace}, write=True)
+                want = {"nodes_created": len(batch) if p.label is not None else 0,
+                        "relationships_created": len(batch) * rels}
+                got = {k: res.stats.get(k, 0) for k in want}
+                if got != want:
+                    raise DatabaseError(f"Neo4j made {got} of {want} in a batch of {p.label or p.anchor_label}")
+                done += len(batch) * load_plan.elements_per_row(p, g)
+                if progress:
+                    progress(done, total)
+    counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
     return counts
 
 
-def _batches(df: Any, cols: list[str], ints: frozenset[str]) -> Any:
-    values = [column_values(df[c], c in ints) for c in cols]
-    rows = [list(r) for r in zip(*values)]
-    for i in range(0, len(rows), BATCH_ROWS):
-        yield rows[i:i + BATCH_ROWS]
+def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
+    """Rows are ``[anchor uid (relationship passes), other ends' uids...,
+    values...]``; every existing node is found by its (trace, uid)."""
+    ends = [f"x{k}" for k in range(len(g.rels))]
+    lookups = ([] if p.label is not None else [("a", p.anchor_label)]) + [(e, r.other) for e, r in zip(ends, g.rels)]
+    member = p.member is not None and p.label is not None
+    q = ["MATCH (t:Trace {trace: $trace, uid: 'trace'})"] if member else []
+    q.append("UNWIND $rows AS r")
+    q += [f"MATCH ({v}:{label} {{trace: $trace, uid: r[{k}]}})" for k, (v, label) in enumerate(lookups)]
+    q += load_plan.creates(p, g, "n" if p.label is not None else "a", ends, len(lookups))
+    return " ".join(q)
 
 
 def _first_line(e: BaseException | str) -> str:

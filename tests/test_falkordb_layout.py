@@ -1,0 +1,174 @@
+"""The embedded FalkorDB's layout keeps data safe where FalkorDB 4.16 does not.
+
+FalkorDB 4.16.3 corrupts a graph that had nodes deleted once it has grown
+past 16,384 node ids (tests/falkordb_slot_repro.py shows it without
+tracegraph). tracegraph never deletes a node: every trace is a graph of
+its own, replaced by RENAME and dropped whole. These tests run replace and
+drop cycles on traces past that size, with AOF rewrites and server
+restarts between them, and demand the same answers every time; they kill
+the server in the middle of a load; and they check that a database in the
+old one-graph layout is refused with a message saying what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from conftest import SEED_STEPSTATS, run_cli
+from tracegraph.queries.catalog import catalog
+from tracegraph.queries.run import run_analysis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import generate  # noqa: E402
+
+NOW = {"TRACEGRAPH_IDLE_S": "0"}  # every CLI call stops the server it started: a restart each time
+
+
+def answers(trace: str) -> dict:
+    """Every analysis on ``trace``, with parameters taken from the trace."""
+    from tracegraph.db.connect import open_graph
+
+    g = open_graph()
+    try:
+        cp = run_analysis(g, "critical-path", trace).rows
+        peak = run_analysis(g, "peak-memory", trace).rows
+        out = {}
+        for name, a in catalog().items():
+            params = {}
+            for p in a.params:
+                if p.name == "op":
+                    params["op"] = cp[len(cp) // 2][1]
+                elif p.name == "base":
+                    params["base"] = trace
+                elif p.name == "at_us":
+                    params["at_us"] = peak[0][2]
+            res = run_analysis(g, name, trace, params)
+            out[name] = (res.columns, _plain(res.rows), res.note)
+        return out
+    finally:
+        g.close()
+
+
+def _plain(rows: list) -> list:
+    """Graph values without their engine ids (which a reload may change)."""
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k not in ("id", "start", "end")}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+    return strip(rows)
+
+
+def rewrite_and_restart(home: Path) -> None:
+    """Rewrite the append-only file as an RDB snapshot, then stop the server
+    (the next use starts it from that snapshot)."""
+    from tracegraph.db.embedded import EmbeddedServer
+
+    server = EmbeddedServer(home)
+    sock = server.acquire()
+    try:
+        r = redis.Redis(unix_socket_path=sock)
+        r.bgrewriteaof()
+        while r.info("persistence")["aof_rewrite_in_progress"] or r.info("persistence")["aof_rewrite_scheduled"]:
+            time.sleep(0.05)
+    finally:
+        server.release()  # TRACEGRAPH_IDLE_S=0: the server stops now
+
+
+def test_replace_and_drop_cycles_past_16384_nodes_keep_every_answer(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACEGRAPH_HOME", str(home))
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "0")
+    files = generate.write(generate.generate(4000, seed=3), tmp_path)  # ~17.5k nodes
+    big = str(files["binary"])
+    out = run_cli("ingest", big, "--trace", "big", home=home, env=NOW, check=True).stdout
+    nodes = int(out.split(": ", 1)[1].split(" nodes")[0].replace(",", ""))
+    assert nodes > 16_384
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "untouched", home=home, env=NOW, check=True)
+    want = {t: answers(t) for t in ("big", "untouched")}
+    for cycle in range(3):
+        run_cli("ingest", big, "--trace", "big", "--replace", home=home, env=NOW, check=True)
+        rewrite_and_restart(home)
+        assert {t: answers(t) for t in ("big", "untouched")} == want, f"cycle {cycle}: after replace"
+        run_cli("drop", "big", home=home, env=NOW, check=True)
+        rewrite_and_restart(home)
+        assert answers("untouched") == want["untouched"], f"cycle {cycle}: after drop"
+        listed = run_cli("traces", "--format", "csv", home=home, env=NOW, check=True).stdout
+        assert "big," not in listed and "untouched," in listed
+        run_cli("ingest", big, "--trace", "big", home=home, env=NOW, check=True)
+        rewrite_and_restart(home)
+        assert {t: answers(t) for t in ("big", "untouched")} == want, f"cycle {cycle}: after re-ingest"
+    log = (home / "falkordb" / "server.log").read_text(errors="replace")
+    assert "crashed by the signal" not in log and "BUG REPORT" not in log
+
+
+def test_server_killed_in_the_middle_of_a_load(tmp_path, monkeypatch):
+    """kill -9 of the database server while a load writes: the ingest fails
+    with one line, the next command finds the database as it was (the
+    partial load found and removed), and the trace can be ingested."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACEGRAPH_HOME", str(home))
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "kept", home=home, check=True)
+    files = generate.write(generate.generate(8000, seed=5), tmp_path)
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="60", TRACEGRAPH_BATCH_ROWS="500")
+    env.pop("TRACEGRAPH_DB", None)
+    proc = subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "ingest", str(files["binary"]), "--trace", "big"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sock = str(home / "falkordb" / "server.sock")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if list(redis.Redis(unix_socket_path=sock).scan_iter(match="tracegraph:load:*")):
+                break
+        except redis.RedisError:
+            pass
+        time.sleep(0.02)
+    else:
+        proc.kill()
+        pytest.fail("the load never started")
+    time.sleep(0.3)  # some batches in
+    os.kill(int((home / "falkordb" / "server.pid").read_text()), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and err.startswith("tracegraph: error: ") and err.count("\n") == 1, err
+    listed = run_cli("traces", "--format", "csv", home=home, check=True).stdout
+    assert [line.split(",")[0] for line in listed.splitlines()[1:]] == ["kept"]
+    from tracegraph.db.connect import open_graph
+
+    g = open_graph()
+    try:
+        g.sweep()
+        assert list(g._redis.scan_iter(match="tracegraph:load:*")) == []
+    finally:
+        g.close()
+    run_cli("ingest", str(files["binary"]), "--trace", "big", home=home, check=True)
+
+
+def test_old_one_graph_layout_is_refused_with_what_to_do(tmp_path):
+    """A data directory written by tracegraph 0.1 (every trace in the graph
+    ``tracegraph``, no layout key) is refused by every command, in one line."""
+    from tracegraph.db.embedded import EmbeddedServer
+
+    home = tmp_path / "home"
+    server = EmbeddedServer(home)
+    sock = server.acquire()
+    try:
+        redis.Redis(unix_socket_path=sock).execute_command(
+            "GRAPH.QUERY", "tracegraph", "CREATE (:Trace {trace: 'old', uid: 'trace', status: 'ready'}), "
+                                         "(:Op {trace: 'old', uid: 'op:a'})")
+    finally:
+        server.release()
+    for args in (["traces"], ["query", "top-ops", "--trace", "old"], ["ingest", str(SEED_STEPSTATS)]):
+        proc = run_cli(*args, home=home)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "layout of tracegraph 0.1" in proc.stderr and "move the data directory away" in proc.stderr
