@@ -6,9 +6,9 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any, TypeVar
 
+import tracegraph
 from tracegraph.db.base import Graph, Progress, Result, TraceTables
 from tracegraph.db.connect import open_graph, parse
 from tracegraph.errors import DatabaseError
@@ -19,10 +19,7 @@ T = TypeVar("T")
 
 def version() -> str:
     """The installed tracegraph's version (``/health``, OpenAPI)."""
-    try:
-        return metadata.version("tracegraph")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0+unknown"
+    return tracegraph.__version__
 
 
 def one_line(s: str) -> str:
@@ -73,10 +70,8 @@ class GraphHolder:
             raise
 
     def _reset(self, g: Graph) -> None:
-        """After a lost connection to the embedded server: drop it, so the
-        next request starts the server again."""
-        if self.backend != "embedded":
-            return
+        """After the database was lost: drop the connection, so that the next
+        request connects again (and starts the embedded server again)."""
         with self._open_lock:
             if self._graph is g:
                 self._graph = None

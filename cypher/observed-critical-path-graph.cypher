@@ -23,12 +23,15 @@
 //   :param trace => 'cnn'
 //   :param first_step => 0
 //   :param max_steps => 1000
-MATCH (o:Op {trace: $trace})
-OPTIONAL MATCH (o)-[:LAUNCHED]->(k:Kernel)
-WHERE k.ocp_steps IS NOT NULL
-WITH o, collect(k) AS ks
-WITH CASE WHEN o.ocp_steps IS NULL THEN ks ELSE [o] + ks END AS elements
-UNWIND elements AS n
+CALL {
+  MATCH (n:Op {trace: $trace})
+  WHERE n.ocp_steps IS NOT NULL
+  RETURN n
+  UNION ALL
+  MATCH (n:Kernel {trace: $trace})
+  WHERE n.ocp_steps IS NOT NULL
+  RETURN n
+}
 WITH n, CASE WHEN $first_step IS NULL OR $first_step < 0 THEN 0 ELSE $first_step END AS lo
 MATCH p = (n)-[r:OBSERVED_NEXT]->()
 WHERE r.step >= lo AND ($max_steps IS NULL OR r.step <= lo + CASE WHEN $max_steps < 2 THEN 2 ELSE $max_steps END - 2)

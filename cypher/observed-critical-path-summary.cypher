@@ -20,12 +20,17 @@
 //
 // Neo4j Browser:
 //   :param trace => 'cnn'
+CALL {
+  MATCH (n:Op {trace: $trace})
+  WHERE n.ocp_steps IS NOT NULL
+  RETURN n
+  UNION ALL
+  MATCH (n:Kernel {trace: $trace})
+  WHERE n.ocp_steps IS NOT NULL
+  RETURN n
+}
+WITH collect(n) AS elements
 MATCH (tr:Trace {trace: $trace, uid: 'trace'})
-OPTIONAL MATCH (o:Op {trace: $trace})
-OPTIONAL MATCH (o)-[:LAUNCHED]->(k:Kernel)
-WHERE k.ocp_steps IS NOT NULL
-WITH tr, o, collect(k) AS ks
-WITH tr, CASE WHEN o IS NULL OR o.ocp_steps IS NULL THEN ks ELSE [o] + ks END AS elements
 UNWIND CASE WHEN size(elements) = 0 THEN [null] ELSE elements END AS n
 UNWIND range(0, coalesce(size(n.ocp_steps), 1) - 1) AS i
 WITH tr, CASE WHEN n IS NULL THEN null ELSE n.ocp_kinds[i] END AS kind,

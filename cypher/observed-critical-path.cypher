@@ -59,12 +59,15 @@
 //
 // Neo4j Browser:
 //   :param trace => 'cnn'
-MATCH (o:Op {trace: $trace})
-OPTIONAL MATCH (o)-[:LAUNCHED]->(k:Kernel)
-WHERE k.ocp_steps IS NOT NULL
-WITH o, collect(k) AS ks
-WITH CASE WHEN o.ocp_steps IS NULL THEN ks ELSE [o] + ks END AS elements
-UNWIND elements AS n
+CALL {
+  MATCH (n:Op {trace: $trace})
+  WHERE n.ocp_steps IS NOT NULL
+  RETURN n
+  UNION ALL
+  MATCH (n:Kernel {trace: $trace})
+  WHERE n.ocp_steps IS NOT NULL
+  RETURN n
+}
 UNWIND range(0, size(n.ocp_steps) - 1) AS i
 RETURN n.ocp_steps[i] AS step, n.name AS event, n.ocp_kinds[i] AS kind, n.ocp_starts_us[i] AS start_us,
        n.ocp_durs_us[i] AS dur_us, n.ocp_resource AS resource, n.ocp_counted[i] AS counted

@@ -12,6 +12,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import tracegraph
 from tracegraph.errors import UserError
 
 
@@ -275,6 +276,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="tracegraph", description="Deep-learning execution traces as a queryable graph.",
                                 parents=[common])
+    p.add_argument("--version", action="version", version=f"tracegraph {tracegraph.__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
 
     s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace")

