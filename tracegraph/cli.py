@@ -71,12 +71,14 @@ def _params(pairs: list[str]) -> dict:
 
 
 def cmd_ingest(args) -> int:
-    from tracegraph.ingest.pipeline import ingest
+    from tracegraph.ingest.pipeline import prepare, store
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or paths[0].stem
+    # Bad input is refused before the database is opened (or started).
+    prepared = prepare(paths, name, fmt=args.format)
     with _graph(args) as graph:
-        report = ingest(graph, paths, name, fmt=args.format, replace=args.replace)
+        report = store(graph, prepared, replace=args.replace)
     counts = report.counts
     nodes = sum(counts["nodes"].values()) + 1
     rels = sum(counts["relationships"].values())
@@ -251,8 +253,11 @@ def _parser() -> argparse.ArgumentParser:
                                 parents=[common])
     sub = p.add_subparsers(metavar="COMMAND")
 
-    s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace")
-    s.add_argument("paths", nargs="+", metavar="PATH")
+    s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace",
+                       description="Load trace files as one trace. A directory stands for the files in it "
+                                   "(sorted by name; hidden files and subdirectories skipped), which must "
+                                   "form one trace as files given one by one would.")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="a trace file, or a directory of them")
     s.add_argument("--trace", help="trace name (default: the first file's name)")
     s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
