@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest.limits import MAX_FILE_BYTES, MAX_LINE_BYTES, SNIFF_BYTES, human
@@ -40,7 +41,7 @@ def check_size(path: Path, fmt: str) -> int:
         raise InputError(path, "not a regular file")
     limit = MAX_FILE_BYTES[fmt]
     if st.st_size > limit:
-        raise TooLarge(path, f"{human(st.st_size)} is over the {fmt} size limit of {human(limit)}")
+        raise TooLarge(path, f"{st.st_size:,} bytes is over the {fmt} size limit of {human(limit)}")
     return st.st_size
 
 
@@ -88,6 +89,15 @@ def _decode(path: Path, data: bytes, first_line: int = 1) -> str:
         raise InputError(path, "not UTF-8 text", f"line {line}") from None
 
 
+def open_binary(path: Path, fmt: str) -> BinaryIO:
+    """The file opened for reading bytes, after the size check."""
+    check_size(path, fmt)
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise _cannot_read(path, exc) from None
+
+
 def read_bytes(path: Path, fmt: str) -> bytes:
     """The whole file, after the size check."""
     check_size(path, fmt)
@@ -112,12 +122,7 @@ def lines(path: Path, fmt: str) -> Iterator[str]:
     last one is ``""`` when the file ends with a newline), read a block at
     a time: a line longer than :data:`MAX_LINE_BYTES` is TooLarge, a NUL byte
     or bytes that are not UTF-8 an InputError, each naming the line."""
-    check_size(path, fmt)
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise _cannot_read(path, exc) from None
-    with f:
+    with open_binary(path, fmt) as f:
         number = 1  # of the first line not yet yielded
         carry = b""
         while True:
@@ -133,14 +138,15 @@ def lines(path: Path, fmt: str) -> Iterator[str]:
                 yield _line(path, raw, fmt, number)
                 number += 1
             if len(carry) > MAX_LINE_BYTES:
+                _binary(path, carry, fmt, number)  # binary content is the better news
                 raise _long_line(path, number)
         yield _line(path, carry, fmt, number)
 
 
 def _line(path: Path, raw: bytes, fmt: str, number: int) -> str:
+    _binary(path, raw, fmt, number)
     if len(raw) > MAX_LINE_BYTES:
         raise _long_line(path, number)
-    _binary(path, raw, fmt, number)
     return _decode(path, raw, number)
 
 

@@ -36,7 +36,7 @@ import ijson
 
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest.limits import MAX_FILE_BYTES, SNIFF_BYTES, human
-from tracegraph.ingest.source import check_size
+from tracegraph.ingest.source import open_binary
 
 GZIP_MAGIC = b"\x1f\x8b"
 FORMAT = "pytorch-kineto"
@@ -50,11 +50,7 @@ def open_text(path: Path) -> io.BufferedIOBase:
     """The file's bytes, gunzipped when it starts with the gzip magic (the
     file itself within the size limit; the gunzipped stream is counted
     while it is read, see :class:`_Tail`)."""
-    check_size(path, FORMAT)
-    try:
-        raw = open(path, "rb")
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror}") from None
+    raw = open_binary(path, FORMAT)
     magic = raw.read(2)
     raw.seek(0)
     if magic == GZIP_MAGIC:
