@@ -10,7 +10,9 @@ their results, and the canned queries only read them:
   steps: 1 per executed op);
 * per op earliest/latest start and finish and slack from a forward and a
   backward pass over the dependency DAG (data + control edges), the heaviest
-  predecessor (``cp_pred``), and the op's place on the critical path;
+  predecessor (``cp_pred``), and the op's place on the critical path
+  (dependencies with a cycle have no critical path: ingest refuses them,
+  :func:`check_acyclic`, and the DAG code raises DependencyCycle);
 * the same forward pass with weight 1 for the longest chain by op count;
 * per allocator the memory timeline (running sum of allocations, frees
   before allocations at equal times), its peak and when it is first reached;

@@ -99,23 +99,15 @@ TEXT_FORMATS = {
 
 
 @pytest.mark.parametrize("fmt", sorted(TEXT_FORMATS))
-def test_not_utf8_is_one_message_naming_the_line(tmp_path, fmt):
+@pytest.mark.parametrize("line3, what", [(b'  "caf\xe9"', "not UTF-8 text"),
+                                         (b"\x00\x01\x02", "binary content (a NUL byte), not a {fmt} text file")])
+def test_text_that_is_not_text_is_one_message_naming_the_line(tmp_path, fmt, line3, what):
     parse, start = TEXT_FORMATS[fmt]
     p = tmp_path / "bad.txt"
-    p.write_bytes(start + b'  "caf\xe9"\n}\n')
+    p.write_bytes(start + line3 + b"\n}\n")
     with pytest.raises(InputError) as e:
         parse(p)
-    assert str(e.value) == f"{p} (line 3): not UTF-8 text"
-
-
-@pytest.mark.parametrize("fmt", sorted(TEXT_FORMATS))
-def test_nul_byte_is_binary_content_naming_the_line(tmp_path, fmt):
-    parse, start = TEXT_FORMATS[fmt]
-    p = tmp_path / "bad.txt"
-    p.write_bytes(start + b"\x00\x01\x02\n")
-    with pytest.raises(InputError) as e:
-        parse(p)
-    assert str(e.value) == f"{p} (line 3): binary content (a NUL byte), not a {fmt} text file"
+    assert str(e.value) == f"{p} (line 3): {what.format(fmt=fmt)}"
 
 
 @pytest.mark.parametrize("fmt", ["chainer-graph", "tf-oplist", "tf-opnames"])

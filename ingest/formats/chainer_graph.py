@@ -36,12 +36,16 @@ so that analyses can be checked against it):
   Inputs are Consumes with ``input_index`` = position in the input list;
   outputs set the tensor's ``producer`` and ``output_index``.
 * Execution order: forward applications by ascending rank, then backward
-  ones by descending rank; equal ranks keep file order. The position in that
+  ones by descending rank; equal ranks keep file order. Ranks are only an
+  order: any integers, negative ones included. The position in that
   order is ``seq``; ``start_us = seq``, ``end_us = seq + 1``, ``dur_us`` is
   None (steps are not durations).
 * A tensor read before (or by) the application that produces it in this
   order, or produced by two applications, is an InputError: the ranks
-  cannot then be a topological order, so the file is corrupt.
+  cannot then be a topological order, so the file is corrupt (this is also
+  how a dependency cycle shows up in this format).
+* The file is streamed line by line (:func:`tracegraph.ingest.source.lines`:
+  line limit, binary content and UTF-8 checked there).
 * Deps: one ``data`` dep from the producer to each distinct consumer.
 * One Device ``dev:chainer`` (kind ``device``: the dump does not say which)
   and one Allocator ``mem:chainer``.
