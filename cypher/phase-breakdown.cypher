@@ -8,9 +8,11 @@
 // @column bytes_allocated: bytes of the allocations those ops made during the trace (null: the trace has no memory records)
 //
 // Definition. An op's phase is decided at ingest from its name and type
-// (TF: `gradients/...` is backward, optimizer scopes and Apply* ops are
-// optimizer, all-reduce/broadcast ops are communication, runtime plumbing
-// such as `_SOURCE` or `_retval` is other, the rest forward; PyTorch: ops
+// (TF, one rule for every TF format, ingest/tf_names.py: collectives such
+// as Horovod or NCCL all-reduces are communication, optimizer scopes and
+// Apply* ops optimizer, ops under a `gradients/` or `gradient_tape/` scope
+// backward, runtime plumbing such as `_SOURCE` or `_retval` other, a copy
+// `edge_N_<node>` the phase of <node>, the rest forward; PyTorch: ops
 // that launched NCCL kernels or name collectives are communication, work
 // under `autograd::engine` backward, under `Optimizer.step` optimizer, the
 // `ProfilerStep#N` annotation other, the rest forward); an op whose

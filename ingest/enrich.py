@@ -10,7 +10,9 @@ their results, and the canned queries only read them:
   steps: 1 per executed op);
 * per op earliest/latest start and finish and slack from a forward and a
   backward pass over the dependency DAG (data + control edges), the heaviest
-  predecessor (``cp_pred``), and the op's place on the critical path;
+  predecessor (``cp_pred``), and the op's place on the critical path
+  (dependencies with a cycle have no critical path: ingest refuses them,
+  :func:`check_acyclic`, and the DAG code raises DependencyCycle);
 * the same forward pass with weight 1 for the longest chain by op count;
 * per allocator the memory timeline (running sum of allocations, frees
   before allocations at equal times), its peak and when it is first reached;
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracegraph.errors import DependencyCycle
 from tracegraph.facts import Fact
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.observed_path import observed_path
@@ -124,9 +127,8 @@ def _dag_passes(tf: TraceFrames) -> dict:
 class Dag:
     """The dependency DAG over ops ``0..n-1`` (only executed ops take part).
 
-    ``preds``/``succs`` are adjacency lists with cycle-closing edges
-    removed, ``order`` a topological order of the executed ops, ``rank``
-    the tie-break key (seq, uid) of every op.
+    ``preds``/``succs`` are adjacency lists, ``order`` a topological order
+    of the executed ops, ``rank`` the tie-break key (seq, uid) of every op.
     """
 
     preds: list[list[int]]
@@ -160,7 +162,8 @@ class Passes:
 def dependency_dag(uids, seqs, executed, edges) -> Dag:
     """Build the DAG from plain sequences: op uids, their ``seq`` (None/NaN
     allowed), executed flags, and ``(src_uid, dst_uid)`` edges. Edges
-    touching an op that did not execute, and self loops, are left out."""
+    touching an op that did not execute, and self loops, are left out.
+    DependencyCycle when the edges among executed ops form a cycle."""
     uids = list(uids)
     n = len(uids)
     executed = np.asarray(executed, dtype=bool)
@@ -174,7 +177,26 @@ def dependency_dag(uids, seqs, executed, edges) -> Dag:
             preds[j].append(i)
             succs[i].append(j)
     order = _topological(preds, succs, rank, executed)
+    if len(order) < int(np.sum(executed)):
+        raise DependencyCycle([uids[i] for i in _cycle(preds, rank, executed, set(order))])
     return Dag(preds, succs, order, rank, executed)
+
+
+def check_acyclic(tf: TraceFrames) -> None:
+    """DependencyCycle naming the ops (by name, uid where the name is not
+    enough) when ``tf.deps`` has a cycle among any of its ops, executed or
+    not: dependencies that go round cannot be what ran."""
+    if tf.deps.empty:
+        return
+    ops = tf.ops
+    uids = ops["uid"].tolist()
+    try:
+        dependency_dag(uids, ops["seq"].tolist(), np.ones(len(uids), dtype=bool),
+                       zip(tf.deps["src"], tf.deps["dst"]))
+    except DependencyCycle as e:
+        names = dict(zip(uids, ops["name"].tolist()))
+        labels = {u: names[u] if u == f"op:{names[u]}" else f"{names[u]} ({u})" for u in e.cycle}
+        raise DependencyCycle(e.cycle, labels) from None
 
 
 def dag_passes(dag: Dag, weight) -> Passes:
@@ -207,8 +229,8 @@ def _rank_of(seqs, uids) -> list[tuple]:
 
 
 def _topological(preds, succs, rank, executed) -> list[int]:
-    """Kahn's order over executed ops. Edges that close a cycle (possible in
-    loops) are dropped: the one pointing back to an earlier op in rank."""
+    """Kahn's order over executed ops (sources by rank first). Ops on or
+    after a cycle never become ready: the order is then short of them."""
     n = len(preds)
     indeg = [len(p) for p in preds]
     ready = deque(sorted((i for i in range(n) if executed[i] and indeg[i] == 0), key=lambda i: rank[i]))
@@ -220,16 +242,26 @@ def _topological(preds, succs, rank, executed) -> list[int]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.append(s)
-    if len(order) < int(np.sum(executed)):
-        done = set(order)
-        for j in range(n):
-            if executed[j] and j not in done:
-                kept = [p for p in preds[j] if p in done or rank[p] < rank[j]]
-                for p in set(preds[j]) - set(kept):
-                    succs[p].remove(j)
-                preds[j] = kept
-        return _topological(preds, succs, rank, executed)
     return order
+
+
+def _cycle(preds, rank, executed, done: set) -> list[int]:
+    """One cycle among the ops Kahn's order left out, in dependency order,
+    starting and ending at its lowest-ranked op. Every such op has a
+    predecessor that was left out too, so walking back (to the
+    lowest-ranked one each time) from the lowest-ranked op must come round."""
+    stuck = [i for i in range(len(preds)) if executed[i] and i not in done]
+    at = min(stuck, key=lambda i: rank[i])
+    walk: list[int] = []
+    seen: dict[int, int] = {}
+    while at not in seen:
+        seen[at] = len(walk)
+        walk.append(at)
+        at = min((p for p in preds[at] if executed[p] and p not in done), key=lambda p: rank[p])
+    loop = walk[seen[at]:][::-1]  # walked against the edges: reverse
+    first = min(range(len(loop)), key=lambda k: rank[loop[k]])
+    loop = loop[first:] + loop[:first]
+    return loop + loop[:1]
 
 
 def _longest(order, preds, weight, rank) -> tuple[np.ndarray, list[int]]:

@@ -1,8 +1,9 @@
-"""Files in, stored trace out: detect -> parse -> merge -> enrich -> store.
+"""Files in, stored trace out: detect -> parse -> merge -> check -> enrich -> store.
 
 Everything that can fail on the input (reading, parsing, checking the
-frames, enrichment) happens before the first write; the write itself is
-the engine's atomic :meth:`~tracegraph.db.base.Graph.store_trace`.
+frames, enrichment) happens before the first write (:func:`prepare`, which
+needs no database); the write itself is the engine's atomic
+:meth:`~tracegraph.db.base.Graph.store_trace` (:func:`store`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracegraph.db.base import Graph, check_trace_name
-from tracegraph.errors import InputError, UnknownFormat, UserError
-from tracegraph.ingest import formats
-from tracegraph.ingest.enrich import enrich
+from tracegraph.db.base import Graph, TraceTables, check_trace_name
+from tracegraph.errors import DependencyCycle, InputError, UnknownFormat, UserError
+from tracegraph.ingest import formats, source
+from tracegraph.ingest.enrich import check_acyclic, enrich
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
-
-SNIFF_BYTES = 65536
 
 
 def _size(path: Path) -> int:
@@ -36,40 +35,128 @@ class IngestReport:
     timings: dict = field(default_factory=dict)
 
 
+@dataclass
+class Prepared:
+    """A trace parsed, checked and enriched: everything but the write."""
+
+    trace: str
+    tables: TraceTables
+    timings: dict = field(default_factory=dict)
+
+
 def detect(path: Path) -> str:
-    """The format of ``path`` from its content (first 64 KiB)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror}") from None
+    """The format of ``path`` from its content (its first SNIFF_BYTES)."""
+    head = source.head(path)
     if not head.strip():
         raise InputError(path, "empty file")
     for name in formats.names():
         if formats.get(name).sniff(head):
             return name
-    raise UnknownFormat(path, f"unrecognized format (supported: {', '.join(formats.names())})")
+    what = "binary content of no supported format" if b"\0" in head else "unrecognized format"
+    raise UnknownFormat(path, f"{what} (supported: {', '.join(formats.names())})")
+
+
+def expand(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The files ``paths`` name, and the directories among them.
+
+    A directory stands for the files directly in it, sorted by name;
+    hidden files (``.name``) and subdirectories are skipped. A path that is
+    neither a file nor a directory is an InputError."""
+    files: list[Path] = []
+    folders: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            try:
+                inside = sorted((c for c in p.iterdir() if not c.name.startswith(".") and c.is_file()),
+                                key=lambda c: c.name)
+            except OSError as e:
+                raise InputError(p, f"cannot read directory: {e.strerror or e}") from None
+            if not inside:
+                raise InputError(p, "directory has no trace files (hidden files and subdirectories are skipped)")
+            folders.append(p)
+            files.extend(inside)
+        elif p.is_file():
+            files.append(p)
+        elif p.exists():
+            raise InputError(p, "not a regular file")
+        else:
+            raise InputError(p, "no such file or directory")
+    return files, folders
+
+
+def _not_one_trace(named: list[tuple[str, Path]]) -> str | None:
+    """Why files of these formats cannot make one trace, or None when they
+    can: one file; files of a format that reads several as one run; or at
+    most one primary format plus formats that only add to it."""
+    if len(named) <= 1:
+        return None
+    kinds = {n for n, _ in named}
+    if len(kinds) == 1 and hasattr(formats.get(named[0][0]), "parse_many"):
+        return None
+    primary = [(n, p) for n, p in named if not hasattr(formats.get(n), "merge")]
+    if len(primary) > 1:
+        return "one trace can hold only one timed profile; got " + ", ".join(f"{p} ({n})" for n, p in primary)
+    return None
+
+
+# How many files a directory's refusal lists at most.
+_LISTED = 20
+
+
+def _detect_all(files: list[Path], folders: list[Path], fmt: str) -> list[tuple[str, Path]]:
+    """Each file's format; when directories were given and their files do
+    not form one trace, one InputError listing the files and their formats."""
+    named: list[tuple[str, Path]] = []
+    found: list[str] = []
+    unreadable = False
+    for p in files:
+        try:
+            kind = detect(p) if fmt == "auto" else fmt
+        except InputError as e:
+            if not folders:
+                raise
+            unreadable = True
+            found.append(f"{p.name} ({'unrecognized' if isinstance(e, UnknownFormat) else e.what})")
+            continue
+        named.append((kind, p))
+        found.append(f"{p.name} ({kind})")
+    reason = _not_one_trace(named)
+    if folders and (unreadable or reason):
+        why = "some are no trace" if unreadable else "more than one timed profile"
+        listed = found[:_LISTED] + ([f"and {len(found) - _LISTED} more"] if len(found) > _LISTED else [])
+        raise InputError(", ".join(str(f) for f in folders),
+                         f"its files do not form one trace ({why}; name the files to use): " + "; ".join(listed))
+    if reason:
+        raise UserError(reason)
+    return named
 
 
 def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
-    """One trace from one or more files.
+    """One trace from one or more files (a directory stands for its files,
+    see :func:`expand`).
 
     Several files make one trace when exactly one of them is a primary
     format and the others add detail to it (a TF op listing joined to a
     StepStats file by node name), or when they are all of a format whose
     module reads several files as one run (``parse_many``: the rank files
-    of a distributed PyTorch job).
+    of a distributed PyTorch job). The result's dependencies are checked
+    to have no cycle (:func:`~tracegraph.ingest.enrich.check_acyclic`).
     """
     if not paths:
         raise UserError("no input files")
     if fmt != "auto" and fmt not in formats.names():
         raise UserError(f"unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
-    named = []
-    for p in paths:
-        p = Path(p)
-        if not p.is_file():
-            raise InputError(p, "no such file")
-        named.append((detect(p) if fmt == "auto" else fmt, p))
+    files, folders = expand(paths)
+    named = _detect_all(files, folders, fmt)
+    tf = _parse_named(named)
+    try:
+        check_acyclic(tf)
+    except DependencyCycle as e:
+        raise InputError(", ".join(tf.sources), str(e)) from None
+    return tf
+
+
+def _parse_named(named: list[tuple[str, Path]]) -> TraceFrames:
     # Formats whose files are parts of one run (PyTorch ranks) read them together.
     kinds = {n for n, _ in named}
     if len(named) > 1 and len(kinds) == 1 and hasattr(formats.get(named[0][0]), "parse_many"):
@@ -79,8 +166,6 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
         return parsed[0][2]
     primary = [x for x in parsed if not hasattr(formats.get(x[0]), "merge")]
     extras = [x for x in parsed if hasattr(formats.get(x[0]), "merge")]
-    if len(primary) > 1:
-        raise UserError("one trace can hold only one timed profile; got " + ", ".join(f"{p} ({n})" for n, p, _ in primary))
     if not primary:
         primary, extras = extras[:1], extras[1:]
     base = primary[0][2]
@@ -95,20 +180,24 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
 PhaseProgress = Callable[[str, int, "int | None"], None]
 
 
-def ingest(graph: Graph, paths: list[Path], trace: str, *, fmt: str = "auto",
-           replace: bool = False, progress: PhaseProgress | None = None,
-           source_names: dict[str, str] | None = None) -> IngestReport:
-    """Parse and validate everything first; only then write, atomically.
+def _silent(phase: str, done: int, total: int | None) -> None:
+    pass
+
+
+def prepare(paths: list[Path], trace: str, *, fmt: str = "auto", source_names: dict[str, str] | None = None,
+            progress: PhaseProgress | None = None) -> Prepared:
+    """Parse, check and enrich: everything that can fail on the input, no
+    database needed.
 
     ``source_names`` maps a path to the name the trace should record for it
     (an upload's file name instead of its temporary path)."""
     check_trace_name(trace)
-    report: PhaseProgress = progress or (lambda phase, done, total: None)
+    report = progress or _silent
     t0 = time.perf_counter()
-    sizes = [_size(Path(p)) for p in paths]
-    report("parse", 0, sum(sizes))
+    sizes = sum(_size(f) for f in expand([Path(p) for p in paths])[0])
+    report("parse", 0, sizes)
     tf = parse_files([Path(p) for p in paths], fmt)
-    report("parse", sum(sizes), sum(sizes))
+    report("parse", sizes, sizes)
     if source_names:
         tf.sources = [source_names.get(str(s), str(s)) for s in tf.sources]
     t1 = time.perf_counter()
@@ -117,8 +206,25 @@ def ingest(graph: Graph, paths: list[Path], trace: str, *, fmt: str = "auto",
     tables = trace_tables(tf, summary)
     report("enrich", 1, 1)
     t2 = time.perf_counter()
-    counts = graph.store_trace(trace, tables, replace=replace,
+    return Prepared(trace, tables, {"parse_s": t1 - t0, "enrich_s": t2 - t1})
+
+
+def store(graph: Graph, prepared: Prepared, *, replace: bool = False,
+          progress: PhaseProgress | None = None) -> IngestReport:
+    """Write a prepared trace, atomically."""
+    report = progress or _silent
+    t0 = time.perf_counter()
+    counts = graph.store_trace(prepared.trace, prepared.tables, replace=replace,
                                progress=lambda done, total: report("write", done, total))
-    t3 = time.perf_counter()
-    return IngestReport(trace=trace, counts=counts,
-                        timings={"parse_s": t1 - t0, "enrich_s": t2 - t1, "load_s": t3 - t2, "total_s": t3 - t0})
+    load = time.perf_counter() - t0
+    timings = {**prepared.timings, "load_s": load}
+    timings["total_s"] = timings["parse_s"] + timings["enrich_s"] + load
+    return IngestReport(trace=prepared.trace, counts=counts, timings=timings)
+
+
+def ingest(graph: Graph, paths: list[Path], trace: str, *, fmt: str = "auto",
+           replace: bool = False, progress: PhaseProgress | None = None,
+           source_names: dict[str, str] | None = None) -> IngestReport:
+    """Parse and validate everything first; only then write, atomically."""
+    return store(graph, prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress),
+                 replace=replace, progress=progress)

@@ -146,4 +146,8 @@ def test_serve_port_in_use_exits_1_and_leaves_nothing(tmp_path):
                               env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "address already in use" in proc.stderr
+    # Its embedded server stops once idle (TRACEGRAPH_IDLE_S, a second in the tests).
+    deadline = time.monotonic() + 20
+    while redis_servers_for(home) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert redis_servers_for(home) == []

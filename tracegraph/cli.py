@@ -98,12 +98,15 @@ def _params(pairs: list[str]) -> dict:
 
 
 def cmd_ingest(args) -> int:
-    from tracegraph.ingest.pipeline import ingest
+    from tracegraph.ingest.pipeline import prepare, store
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or paths[0].stem
-    with _graph(args) as graph, _progress(args) as progress:
-        report = ingest(graph, paths, name, fmt=args.format, replace=args.replace, progress=progress)
+    with _progress(args) as progress:
+        # Bad input is refused before the database is opened (or started).
+        prepared = prepare(paths, name, fmt=args.format, progress=progress)
+        with _graph(args) as graph:
+            report = store(graph, prepared, replace=args.replace, progress=progress)
     counts = report.counts
     nodes = sum(counts["nodes"].values()) + 1
     rels = sum(counts["relationships"].values())
@@ -279,8 +282,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tracegraph {tracegraph.__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
 
-    s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace")
-    s.add_argument("paths", nargs="+", metavar="PATH")
+    s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace",
+                       description="Load trace files as one trace. A directory stands for the files in it "
+                                   "(sorted by name; hidden files and subdirectories skipped), which must "
+                                   "form one trace as files given one by one would.")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="a trace file, or a directory of them")
     s.add_argument("--trace", help="trace name (default: the first file's name)")
     s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")

@@ -73,6 +73,24 @@ class TooLarge(InputError):
     http_status = 413
 
 
+class DependencyCycle(UserError):
+    """Ops whose dependencies form a cycle: none of them can start first,
+    so a trace with one has no critical path (ingest refuses it, naming
+    the file; this is what the DAG code raises).
+
+    ``cycle`` lists the op uids in dependency order, the first again at
+    the end; ``labels`` maps a uid to what the message shows for it.
+    """
+
+    def __init__(self, cycle: list[str], labels: dict[str, str] | None = None) -> None:
+        self.cycle = list(cycle)
+        labels = labels or {}
+        shown = [labels.get(u, u.removeprefix("op:")) for u in self.cycle]
+        if len(shown) > 9:
+            shown = shown[:4] + ["..."] + shown[-4:]
+        super().__init__(f"dependency cycle of {len(self.cycle) - 1} ops: {' -> '.join(shown)}")
+
+
 class QueryError(UserError):
     """The database refused a statement (syntax, types, a missing function)."""
 

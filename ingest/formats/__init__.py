@@ -1,11 +1,16 @@
 """Trace file formats. Each module here exposes the same three things:
 
 * ``NAME``: the ``--format`` value (e.g. ``tf-stepstats``);
-* ``sniff(head: bytes) -> bool``: True when the first 64 KiB of a file look
-  like this format (content, never the file name);
+* ``sniff(head: bytes) -> bool``: True when the first ``SNIFF_BYTES``
+  (64 KiB, :mod:`tracegraph.ingest.limits`) of a file look like this format
+  (content, never the file name); line formats see the head's complete
+  lines through :func:`tracegraph.ingest.source.head_lines`;
 * ``parse(path: pathlib.Path) -> TraceFrames``: the whole file as canonical
   frames, or :class:`tracegraph.errors.InputError` naming the file and the
-  line/field where it is wrong. Parsers never touch the database.
+  line/field where it is wrong. Parsers read files only through
+  :mod:`tracegraph.ingest.source`, under their format's limits (``NAME``
+  is the key of :data:`tracegraph.ingest.limits.MAX_FILE_BYTES`), and never
+  touch the database.
 
 Formats whose files are parts of one run (PyTorch rank files) also expose
 ``parse_many(paths: list[pathlib.Path]) -> TraceFrames``; several files of

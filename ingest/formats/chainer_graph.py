@@ -36,12 +36,16 @@ so that analyses can be checked against it):
   Inputs are Consumes with ``input_index`` = position in the input list;
   outputs set the tensor's ``producer`` and ``output_index``.
 * Execution order: forward applications by ascending rank, then backward
-  ones by descending rank; equal ranks keep file order. The position in that
+  ones by descending rank; equal ranks keep file order. Ranks are only an
+  order: any integers, negative ones included. The position in that
   order is ``seq``; ``start_us = seq``, ``end_us = seq + 1``, ``dur_us`` is
   None (steps are not durations).
 * A tensor read before (or by) the application that produces it in this
   order, or produced by two applications, is an InputError: the ranks
-  cannot then be a topological order, so the file is corrupt.
+  cannot then be a topological order, so the file is corrupt (this is also
+  how a dependency cycle shows up in this format).
+* The file is streamed line by line (:func:`tracegraph.ingest.source.lines`:
+  line limit, binary content and UTF-8 checked there).
 * Deps: one ``data`` dep from the producer to each distinct consumer.
 * One Device ``dev:chainer`` (kind ``device``: the dump does not say which)
   and one Allocator ``mem:chainer``.
@@ -70,6 +74,8 @@ from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
     DEVICE_COLUMNS, OP_COLUMNS, TENSOR_COLUMNS, TraceFrames, frame,
 )
+from tracegraph.ingest.source import head_lines
+from tracegraph.ingest.source import lines as source_lines
 
 NAME = "chainer-graph"
 
@@ -102,18 +108,15 @@ class Apply:
 
 def sniff(head: bytes) -> bool:
     """A ``<blocks> <functions>`` header followed by ``<id> <bytes> <name>`` lines."""
-    text = head.decode("utf-8", errors="ignore")
-    lines = text.splitlines()
-    if not text.endswith("\n"):
-        lines = lines[:-1]  # the last line may be cut by the 64 KiB window
-    if len(lines) < 2:
+    lines = head_lines(head)
+    if not lines or len(lines) < 2:
         return False
     header = lines[0].split()
     if len(header) != 2 or not all(_INT.fullmatch(f) for f in header):
         return False
     n_blocks = int(header[0])
     if n_blocks == 0:
-        return lines[1].strip() in ("forward", "backward")
+        return lines[1] in ("forward", "backward")
     for line in lines[1:1 + min(n_blocks, 32)]:
         fields = line.split(None, 2)
         if len(fields) != 3 or not (_INT.fullmatch(fields[0]) and _INT.fullmatch(fields[1])):
@@ -131,15 +134,12 @@ def parse(path: Path) -> TraceFrames:
 # --- reading -----------------------------------------------------------------
 
 def _read_lines(path: Path) -> list[str]:
-    data = Path(path).read_bytes()
-    if not data.strip():
+    """The file's lines, streamed with the line limit and UTF-8 checks of
+    :func:`tracegraph.ingest.source.lines`."""
+    lines = [ln.rstrip("\r") for ln in source_lines(path, NAME)]
+    if not any(ln.strip() for ln in lines):
         raise InputError(path, "empty file")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(path, "not UTF-8 text", f"line {line}") from None
-    return [ln.rstrip("\r") for ln in text.split("\n")]
+    return lines
 
 
 class _Cursor:

@@ -34,19 +34,23 @@ from pathlib import Path
 
 import ijson
 
-from tracegraph.errors import InputError
+from tracegraph.errors import InputError, TooLarge
+from tracegraph.ingest.limits import MAX_FILE_BYTES, SNIFF_BYTES, human
+from tracegraph.ingest.source import open_binary
 
 GZIP_MAGIC = b"\x1f\x8b"
+FORMAT = "pytorch-kineto"
+# The most JSON a trace may hold, decompressed (the limit of its format).
+MAX_JSON_BYTES = MAX_FILE_BYTES[FORMAT]
 # Bytes kept from the end of the stream to read the keys after traceEvents.
 _TAIL_BYTES = 4 << 20
 
 
 def open_text(path: Path) -> io.BufferedIOBase:
-    """The file's bytes, gunzipped when it starts with the gzip magic."""
-    try:
-        raw = open(path, "rb")
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror}") from None
+    """The file's bytes, gunzipped when it starts with the gzip magic (the
+    file itself within the size limit; the gunzipped stream is counted
+    while it is read, see :class:`_Tail`)."""
+    raw = open_binary(path, FORMAT)
     magic = raw.read(2)
     raw.seek(0)
     if magic == GZIP_MAGIC:
@@ -64,19 +68,23 @@ def head_text(head: bytes) -> bytes:
     """The start of the (decompressed) content, for format sniffing."""
     if head.startswith(GZIP_MAGIC):
         try:
-            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, 1 << 16)
+            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
         except zlib.error:
             return b""
     return head
 
 
 class _Tail(io.RawIOBase):
-    """A read-through wrapper that remembers the last bytes read."""
+    """A read-through wrapper that remembers the last bytes read and
+    refuses a stream past :data:`MAX_JSON_BYTES` (a gzip file inflating to
+    more than any trace) as soon as it gets there."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, path: Path) -> None:
         self.inner = inner
+        self.path = path
         self.chunks: deque = deque()
         self.kept = 0
+        self.total = 0
 
     @property
     def tail(self) -> bytes:
@@ -88,6 +96,10 @@ class _Tail(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         data = self.inner.read(size)
         if data:
+            self.total += len(data)
+            if self.total > MAX_JSON_BYTES:
+                raise TooLarge(self.path, f"more than the {FORMAT} size limit of {human(MAX_JSON_BYTES)} of JSON "
+                                          "(decompressed)")
             self.chunks.append(data)
             self.kept += len(data)
             while self.kept - len(self.chunks[0]) >= _TAIL_BYTES:
@@ -156,7 +168,7 @@ def stream_events(path: Path, trailer: dict) -> Iterator[dict]:
     wrap = _errors(path)
     try:
         with open_text(path) as f:
-            tail = _Tail(f)
+            tail = _Tail(f, path)
             for ev in ijson.items(tail, "traceEvents.item", use_float=False):
                 yield ev
             # Drain the rest so that the tail covers the end of the file and

@@ -45,6 +45,12 @@ Rules this parser applies:
 * Deps: one ``data`` dep from a var's producer to each consumer.
 * Without any profiler times the trace is in steps (``start_us = seq``).
 
+* A key given twice in one JSON object (an operator or var id listed
+  twice) is an InputError: a JSON reader would silently keep the last.
+  Operator *names* may repeat (ops are keyed by id).
+* Times in seconds may have any sign (only their differences matter);
+  a record whose end is before its start is an InputError.
+
 Malformed input raises InputError naming the JSON field path
 (``graph_exec.var["783"].mem_plan``) or the line/column of a syntax error.
 """
@@ -63,6 +69,7 @@ from tracegraph.ingest.frames import (
     DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
     TraceFrames, frame,
 )
+from tracegraph.ingest.source import read_text
 
 NAME = "megengine-profile"
 
@@ -97,17 +104,30 @@ def parse(path: Path) -> TraceFrames:
 
 # --- validated access -----------------------------------------------------------
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object, refusing a key given twice: a plain JSON reader keeps
+    only the last, so an operator or var listed twice would vanish."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return obj
+
+
 def _load(path: Path) -> dict:
-    data = Path(path).read_bytes()
-    if not data.strip():
+    text = read_text(path, NAME)
+    if not text.strip():
         raise InputError(path, "empty file")
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(path, "not UTF-8 text", f"line {line}") from None
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not JSON: {e.msg}", f"line {e.lineno} column {e.colno}") from None
+    except _DuplicateKey as e:
+        raise InputError(path, f"key {json.dumps(e.args[0])} given twice in one JSON object") from None
     except RecursionError:
         raise InputError(path, "JSON nested too deeply") from None
     if not isinstance(doc, dict):

@@ -28,17 +28,20 @@ input ``^other/node``, and the output is a shape, ``(no output)`` or
 Other decisions:
 
 * ``type``: kernel line if any (``attrs.type_source = "kernel"``), else the
-  copy direction (``"copy"``), else :func:`tf_opnames.op_type_from_name`
+  copy direction (``"copy"``), else :func:`tf_names.op_type_from_name`
   (``"name"``), e.g. ``Variable/read`` -> ``Identity``, ``_SOURCE`` -> ``NoOp``.
 * Tensor ``dtype`` is the prefix when the shape has one (``int32``), else
   ``float32``: the listing omits the dtype for float tensors (the seed's
-  byte counts agree). ``bytes`` = product of dims x dtype size.
+  byte counts agree). ``bytes`` = product of dims x dtype size
+  (:data:`tf_names.DTYPE_BYTES`).
 * ``^name`` inputs -> deps ``(op:name, this op, "control")``, deduplicated.
   A ``^name`` that has no line of its own becomes an op with
   ``executed`` False, no device and no ``seq``.
-* ``phase``: ``_SOURCE``/``_SINK``/``_retval_*``/``_arg_*`` are runtime
-  nodes -> ``other``; a copy takes the phase of the node it copies; else
-  :func:`tf_opnames.phase_from_name` (``gradients/`` -> backward).
+* ``phase``: :func:`tf_names.phase_of` of the name, with the type when a
+  kernel line gave it (``_SOURCE``/``_retval_*`` -> ``other``, a copy
+  ``edge_N_<node>`` takes the phase of ``<node>``, ``gradients/`` -> backward).
+* The file is streamed line by line (:func:`tracegraph.ingest.source.lines`:
+  line limit, binary content and UTF-8 checked there).
 * A node listed twice, a bad shape or dtype, a line not ending in
   ``, DEVICE, <int>`` -> InputError naming the line (a line cut short by
   truncation always fails one of these checks).
@@ -62,24 +65,16 @@ from pathlib import Path
 import pandas as pd
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.tf_opnames import (
-    NODE_NAME, float_times, head_lines, op_type_from_name, phase_from_name, read_text, snippet,
-)
+from tracegraph.ingest.formats.tf_opnames import float_times, snippet
 from tracegraph.ingest.frames import (
     CONSUME_COLUMNS, DEP_COLUMNS, DEVICE_COLUMNS,
     KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS, TraceFrames, frame,
 )
+from tracegraph.ingest.source import head_lines, lines
+from tracegraph.ingest.tf_names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
 
 NAME = "tf-oplist"
 
-# Bytes per element; None for types whose size is not fixed.
-_DTYPE_BYTES: dict[str, int | None] = {
-    "float16": 2, "half": 2, "bfloat16": 2, "float32": 4, "float": 4, "float64": 8,
-    "double": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
-    "int64": 8, "uint64": 8, "bool": 1, "complex64": 8, "complex128": 16, "qint8": 1,
-    "quint8": 1, "qint16": 2, "quint16": 2, "qint32": 4, "string": None, "resource": None,
-    "variant": None,
-}
 _SHAPE = re.compile(r"\((?:([a-z][a-z0-9]*) )?((?:\d+|\?)(?:x(?:\d+|\?))*)\)\Z")
 _COPY_OUT = re.compile(r"\(output (\d+) bytes\)\Z")
 _DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_:/.\-]*\Z")
@@ -89,7 +84,6 @@ _LISTED_NAME = re.compile(r"[A-Za-z0-9._>][A-Za-z0-9_.\-:>]*(?:/[A-Za-z0-9_.\-:>
 _OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _EDGE = re.compile(r"\Aedge_\d+_(.+):(MEMCPY\w*)\Z")
 _EDGE_NAME = re.compile(r"\Aedge_\d+_(.+?)(?::(MEMCPY\w*))?\Z")
-_RUNTIME_PREFIXES = ("_SOURCE", "_SINK", "_retval_", "_arg_")
 _GRAMMAR = "expected `name, inputs..., (output), DEVICE, <int>`"
 
 
@@ -119,9 +113,9 @@ def _shape(path: Path, lineno: int, item: str) -> _Shape:
     if not m:
         raise InputError(path, f"bad shape {snippet(item)}", f"line {lineno}")
     dtype = m.group(1) or "float32"
-    if dtype not in _DTYPE_BYTES:
+    if not known_dtype(dtype):
         raise InputError(path, f"unknown dtype {dtype!r} in {snippet(item)}", f"line {lineno}")
-    size = _DTYPE_BYTES[dtype]
+    size = dtype_size(dtype)
     dims = m.group(2)
     nbytes = None if size is None or "?" in dims else math.prod(int(d) for d in dims.split("x")) * size
     return _Shape(item[1:-1], dtype, dims, nbytes)
@@ -164,13 +158,13 @@ def _parse_line(path: Path, lineno: int, line: str) -> _Line:
 
 
 def _read_lines(path: Path) -> list[_Line]:
-    lines = []
-    for lineno, raw in enumerate(read_text(path).split("\n"), start=1):
+    parsed = []
+    for lineno, raw in enumerate(lines(path, NAME), start=1):
         if raw.strip():
-            lines.append(_parse_line(path, lineno, raw.strip()))
-    if not lines:
+            parsed.append(_parse_line(path, lineno, raw.strip()))
+    if not parsed:
         raise InputError(path, "no op lines (empty file)", "line 1")
-    return lines
+    return parsed
 
 
 def _device_kind(device: str) -> str:
@@ -178,17 +172,13 @@ def _device_kind(device: str) -> str:
     return head if head in ("GPU", "CPU", "TPU") else "unknown"
 
 
-def _phase(name: str) -> str:
-    if name.startswith(_RUNTIME_PREFIXES):
-        return "other"
-    edge = _EDGE.match(name)
-    return phase_from_name(edge.group(1) if edge else name)
-
-
 def _op_row(uid: str, name: str, type_: str, device: str | None, seq: int | None,
             executed: bool, attrs: dict) -> dict:
+    # The phase rule sees the type only where the listing recorded it (a
+    # kernel line); a type guessed from the name says nothing the name does not.
+    recorded = type_ if attrs.get("type_source") == "kernel" else None
     return {"uid": uid, "name": name, "type": type_, "device": device, "seq": seq,
-            "start_us": None, "end_us": None, "dur_us": None, "phase": _phase(name),
+            "start_us": None, "end_us": None, "dur_us": None, "phase": phase_of(name, recorded),
             "executed": executed, "attrs": json.dumps(attrs)}
 
 

@@ -7,7 +7,10 @@ What is read, and how it maps onto the canonical frames:
   row is written as microseconds since the trace's first event (so an op
   under a microsecond keeps its fractional duration, and a micros-only
   trace gives exactly the integers it always did). Allocation records have
-  microseconds only.
+  microseconds only. The origin is the earliest ``all_start`` of any record
+  (a start of 0 is time 0: protobuf cannot tell it from unset), so no time
+  is negative; a negative duration or offset (``all_end_rel``,
+  ``op_start_rel``, ``op_end_rel``) is an InputError naming the record.
 * Records on op-level devices (``.../device:GPU:0``, ``.../device:CPU:0``)
   become Ops: times from ``all_start`` + ``all_end_rel``, type and data
   inputs from ``timeline_label`` (``out = Type(in, in:1, ^ctrl)``,
@@ -52,7 +55,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import stepstats_text, tf_runs
+from tracegraph.ingest import source, stepstats_text, tf_runs
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
     DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
@@ -66,6 +69,7 @@ _TEXT_HEAD = re.compile(rb"^\s*(#[^\n]*\n\s*)*(dev_stats|step_stats)\s*\{")
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<out>\S.*?) = (?P<type>[\w.>-]+)\((?P<args>.*)\)\s*$")
 _COPY = re.compile(r"^MEMCPY(?P<dir>\w+)\s+(?P<bytes>\d+)\s+bytes")
 _STREAM = re.compile(r"^(?P<dev>.*?)/stream:(?P<id>\w+)$")
+_NOT_STEPSTATS = "not a StepStats or RunMetadata protobuf (truncated or another format)"
 
 
 def sniff(head: bytes) -> bool:
@@ -88,24 +92,25 @@ def parse(path: Path, *, fast: bool = True) -> TraceFrames:
 def read_step_stats(path: Path, *, fast: bool = True) -> step_stats_pb2.StepStats:
     """The StepStats message in ``path``, whichever of the four forms it is.
 
-    Text goes through the fast reader of :mod:`tracegraph.ingest.stepstats_text`
-    when ``fast`` (its look-alike objects read the same as the message),
-    through ``text_format.Parse`` otherwise or when the fast reader declines.
+    The file's head decides text or binary before the rest is read, so a
+    file that is neither (a binary message starts with field 1, byte 0x0a)
+    is refused unread, as is one over the size limit. Text goes through the
+    fast reader of :mod:`tracegraph.ingest.stepstats_text` when ``fast``
+    (its look-alike objects read the same as the message), through
+    ``text_format.Parse`` otherwise or when the fast reader declines.
     """
-    data = path.read_bytes()
-    if not data.strip():
+    size = source.check_size(path, NAME)
+    head = source.head(path)
+    if not head.strip() and size <= len(head):
         raise InputError(path, "empty file")
-    if _TEXT_HEAD.match(data[:65536]):
-        return _read_text(path, data, fast=fast)
-    return _read_binary(path, data)
+    if _TEXT_HEAD.match(head):
+        return _read_text(path, source.read_text(path, NAME), fast=fast)
+    if head[:1] != b"\x0a":
+        raise InputError(path, _NOT_STEPSTATS)
+    return _read_binary(path, source.read_bytes(path, NAME))
 
 
-def _read_text(path: Path, data: bytes, *, fast: bool = True) -> step_stats_pb2.StepStats:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(path, "not UTF-8 text", f"byte {e.start}") from None
-    del data
+def _read_text(path: Path, text: str, *, fast: bool = True) -> step_stats_pb2.StepStats:
     wrapped = re.match(r"^\s*(#[^\n]*\n\s*)*step_stats\s*\{", text) is not None
     if fast:
         try:
@@ -133,7 +138,7 @@ def _read_binary(path: Path, data: bytes) -> step_stats_pb2.StepStats:
         stats = message if kind is step_stats_pb2.StepStats else message.step_stats
         if stats.dev_stats and all(_looks_like_device(d.device) for d in stats.dev_stats):
             return stats
-    raise InputError(path, "not a StepStats or RunMetadata protobuf (truncated or another format)")
+    raise InputError(path, _NOT_STEPSTATS)
 
 
 def _looks_like_device(name: str) -> bool:
@@ -239,8 +244,9 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
     :mod:`tracegraph.ingest.stepstats_text` builds; only attributes are read.
     """
     devs = [(dev.device, list(dev.node_stats)) for dev in stats.dev_stats]
-    starts = [t for _, nodes in devs for n in nodes if (t := n.all_start_nanos or n.all_start_micros * 1000)]
-    if not starts:
+    _check_times(path, devs)
+    starts = [n.all_start_nanos or n.all_start_micros * 1000 for _, nodes in devs for n in nodes]
+    if not any(starts):
         raise InputError(path, "no node_stats with times (empty or not a StepStats)")
     b = _Builder(path=path, origin_ns=min(starts))
     op_level, stream_level, copy_level = [], [], []
@@ -279,6 +285,28 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
     except ValueError as e:
         raise InputError(path, f"inconsistent trace: {e}") from None
     return tf
+
+
+_RELATIVE = ("all_end_rel", "op_start_rel", "op_end_rel")
+
+
+def _check_times(path: str, devs: list) -> None:
+    """Refuse a record whose relative times (its duration ``all_end_rel``
+    and the op's offsets ``op_start_rel``/``op_end_rel``, all measured from
+    the record's own start) are negative: an end before its start is no
+    duration a critical path or a stream can use. Absolute starts need no
+    check: every time is taken relative to the earliest one."""
+    for i, (_, nodes) in enumerate(devs):
+        for j, node in enumerate(nodes):
+            if (node.all_end_rel_micros >= 0 and node.all_end_rel_nanos >= 0 and node.op_start_rel_micros >= 0
+                    and node.op_start_rel_nanos >= 0 and node.op_end_rel_micros >= 0 and node.op_end_rel_nanos >= 0):
+                continue
+            for rel in _RELATIVE:
+                for unit in ("nanos", "micros"):
+                    value = getattr(node, f"{rel}_{unit}")
+                    if value < 0:
+                        raise InputError(path, f"node {node.node_name!r} has a negative {rel}_{unit} ({value}): "
+                                         "an end before its start", f"dev_stats[{i}].node_stats[{j}]")
 
 
 # DataType enum -> (name, bytes per element); both are pure functions.
