@@ -23,38 +23,22 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-# Column lists are the contract between parsers, enrichment and the loader.
-# ``parent`` (the op directly enclosing this one on its thread), ``thread``
-# and ``category`` are for formats that record host threads (PyTorch Kineto);
-# other parsers leave them None.
-OP_COLUMNS = [
-    "uid", "name", "type", "device", "seq", "start_us", "end_us", "dur_us",
-    "phase", "executed", "attrs", "run", "iteration", "parent", "thread", "category",
-]
-# ``launch``: the op (a runtime call such as cudaLaunchKernel) that issued the
-# kernel when the format records it apart from ``op``; None elsewhere.
-KERNEL_COLUMNS = [
-    "uid", "op", "stream", "name", "start_us", "end_us", "dur_us", "kind",
-    "bytes", "direction", "launch",
-]
-TENSOR_COLUMNS = [
-    "uid", "name", "dtype", "shape", "bytes", "producer", "output_index",
-    "param",
-]
-CONSUME_COLUMNS = ["op", "tensor", "input_index"]
-DEP_COLUMNS = ["src", "dst", "kind"]
-ALLOCATION_COLUMNS = [
-    "uid", "allocator", "bytes", "requested_bytes", "alloc_us", "free_us",
-    "address", "kind", "op", "tensor",
-]
-# Synchronization: ``src`` is a kernel uid; ``dst`` an op uid (kind
-# ``host_wait``: that blocking call returned only after the kernel ended) or
-# a kernel uid (kind ``stream_wait``: that kernel started only after it).
-SYNC_COLUMNS = ["src", "dst", "kind"]
+from tracegraph.ingest import schema
+
+# The columns each parser fills, in order: the contract between parsers,
+# enrichment and the loader (every column, with its type and meaning, is
+# declared in :mod:`tracegraph.ingest.schema`).
+OP_COLUMNS = schema.TABLE["ops"].names(schema.PARSER)
+KERNEL_COLUMNS = schema.TABLE["kernels"].names(schema.PARSER)
+TENSOR_COLUMNS = schema.TABLE["tensors"].names(schema.PARSER)
+CONSUME_COLUMNS = schema.TABLE["consumes"].names(schema.PARSER)
+DEP_COLUMNS = schema.TABLE["deps"].names(schema.PARSER)
+ALLOCATION_COLUMNS = schema.TABLE["allocations"].names(schema.PARSER)
+SYNC_COLUMNS = schema.TABLE["syncs"].names(schema.PARSER)
+DEVICE_COLUMNS = schema.TABLE["devices"].names(schema.PARSER)
+STREAM_COLUMNS = schema.TABLE["streams"].names(schema.PARSER)
+ALLOCATOR_COLUMNS = schema.TABLE["allocators"].names(schema.PARSER)
 SYNC_KINDS = ("host_wait", "stream_wait")
-DEVICE_COLUMNS = ["uid", "name", "kind"]
-STREAM_COLUMNS = ["uid", "device", "name", "kind"]
-ALLOCATOR_COLUMNS = ["uid", "name", "device"]
 
 FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch")
 TIME_UNITS = ("us", "step", "none")
@@ -111,6 +95,18 @@ class TraceFrames:
     # Free-form facts about the trace (e.g. {"model": "alexnet"}), stored on
     # the Trace node as ``meta_<key>`` properties.
     meta: dict = field(default_factory=dict)
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """Every table of :mod:`schema` that the frames hold, by name."""
+        return {t.name: getattr(self, t.name) for t in schema.TABLES if isinstance(getattr(self, t.name, None),
+                                                                                     pd.DataFrame)}
+
+    def check_enriched(self) -> None:
+        """ValueError unless enrichment added every column schema says it adds."""
+        for name, df in self.frames().items():
+            lacking = [c for c in schema.TABLE[name].names(schema.ENRICH) if c not in df.columns]
+            if lacking:
+                raise ValueError(f"enrichment left {name} without columns {lacking}")
 
     def check(self) -> None:
         """Raise ValueError when the frames break the invariants above.

@@ -1,5 +1,5 @@
-"""What a stored trace looks like: which frame columns become which nodes,
-relationships and properties (cypher/SCHEMA.md is the prose of this file).
+"""The enriched frames as the tables a loader writes: nodes, relationships
+and properties as :mod:`schema` declares them.
 
 :func:`trace_tables` turns an enriched :class:`TraceFrames` into the
 engine-neutral :class:`~tracegraph.db.base.TraceTables` every engine's
@@ -16,84 +16,30 @@ import pandas as pd
 
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
+from tracegraph.ingest import schema
 from tracegraph.ingest.enrich import Summary
 from tracegraph.ingest.frames import TraceFrames
-from tracegraph.ingest.observed_path import PATH_COLUMNS
-
-# (label, table, columns stored as properties besides uid), in writing order.
-NODE_TABLES: list[tuple[str, str, list[str]]] = [
-    ("OpTotals", "op_totals", ["ops", "types", "weights_us", "runs"]),
-    ("Device", "devices", ["name", "kind"]),
-    ("Stream", "streams", ["name", "kind", "device_name", "busy_us"]),
-    ("Allocator", "allocators", ["name", "device_name", "peak_bytes", "peak_us"]),
-    # The timeline's lists can hold millions of values: a node of their own
-    # keeps the Allocator light to return and draw.
-    ("MemoryTimeline", "timelines", ["allocator_name", "points", "t_us", "live_bytes"]),
-    ("Op", "ops", ["name", "type", "device_name", "seq", "start_us", "end_us", "dur_us", "weight_us", "phase",
-                   "executed", "attrs", "scope", "es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_step",
-                   "chain_len", "lc_step", "inputs", "run", "iteration", "thread", "category", *PATH_COLUMNS]),
-    ("Kernel", "kernels", ["name", "op_name", "stream_name", "device_name", "start_us", "end_us", "dur_us", "kind",
-                           "bytes", "direction", "gap_after_us", "exposed_us", *PATH_COLUMNS]),
-    ("Tensor", "tensors", ["name", "dtype", "shape", "bytes", "output_index", "param", "producer_name", "readers"]),
-    ("Allocation", "allocations", ["allocator_name", "bytes", "requested_bytes", "alloc_us", "free_us", "address",
-                                   "kind", "op_name", "tensor_name"]),
-]
-
-# (type, from label, to label, table, from column, to column, property columns)
-REL_TABLES: list[tuple[str, str, str, str, str, str, list[str]]] = [
-    ("ON_DEVICE", "Stream", "Device", "streams", "uid", "device", []),
-    ("ON_DEVICE", "Allocator", "Device", "allocators", "uid", "device", []),
-    ("ON_DEVICE", "Op", "Device", "ops", "uid", "device", []),
-    ("DATA", "Op", "Op", "data_deps", "src", "dst", []),
-    ("CONTROL", "Op", "Op", "control_deps", "src", "dst", []),
-    ("CRITICAL_PRED", "Op", "Op", "ops", "uid", "cp_pred", []),
-    ("CHAIN_PRED", "Op", "Op", "ops", "uid", "chain_pred", []),
-    ("LAUNCHED", "Op", "Kernel", "kernels", "op", "uid", []),
-    ("ON_STREAM", "Kernel", "Stream", "kernels", "uid", "stream", []),
-    ("NEXT_ON_STREAM", "Kernel", "Kernel", "kernels", "uid", "next_kernel", ["gap_after_us"]),
-    ("PRODUCES", "Op", "Tensor", "tensors", "producer", "uid", ["output_index"]),
-    ("CONSUMES", "Op", "Tensor", "consumes", "op", "tensor", ["input_index"]),
-    ("BACKED_BY", "Tensor", "Allocation", "allocations", "tensor", "uid", []),
-    ("ALLOCATED", "Op", "Allocation", "allocations", "op", "uid", []),
-    ("IN_ALLOCATOR", "Allocation", "Allocator", "allocations", "uid", "allocator", []),
-    ("HAS_TIMELINE", "Allocator", "MemoryTimeline", "timelines", "allocator", "uid", []),
-    ("PARENT_OF", "Op", "Op", "ops", "parent", "uid", []),
-    ("ISSUED", "Op", "Kernel", "kernels", "launch", "uid", []),
-    ("WAITED_FOR", "Op", "Kernel", "host_waits", "dst", "src", []),
-    ("WAITED_FOR", "Kernel", "Kernel", "stream_waits", "dst", "src", []),
-    ("OBSERVED_NEXT", "Op", "Op", "observed_next_oo", "src", "dst", ["step"]),
-    ("OBSERVED_NEXT", "Op", "Kernel", "observed_next_ok", "src", "dst", ["step"]),
-    ("OBSERVED_NEXT", "Kernel", "Op", "observed_next_ko", "src", "dst", ["step"]),
-    ("OBSERVED_NEXT", "Kernel", "Kernel", "observed_next_kk", "src", "dst", ["step"]),
-]
-# Trace -> every node of the label.
-MEMBERSHIP = [("HAS_OP_TOTALS", "OpTotals"), ("HAS_OP", "Op"), ("HAS_DEVICE", "Device"),
-              ("HAS_ALLOCATOR", "Allocator")]
-
-# Counts and sizes are integers even where pandas widened them to float
-# because the column also holds nulls.
-INT_COLUMNS = frozenset({"seq", "run", "iteration", "step", "bytes", "requested_bytes", "output_index", "input_index", "cp_step", "lc_step",
-                         "chain_len", "peak_bytes", "points", "readers", "inputs"})
 
 
 def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
     """The enriched frames as node and relationship tables, plus the Trace node's properties."""
     frames = _frames(tf)
-    nodes = [NodeTable(label, attr, frames[attr], tuple(cols)) for label, attr, cols in NODE_TABLES]
+    nodes = [NodeTable(t.label, t.name, frames[t.name], tuple(t.properties()))
+             for t in schema.NODE_TABLES]
     rels = []
-    for rel, a, b, attr, src, dst, props in REL_TABLES:
-        df = frames[attr]
-        df = df[df[src].notna() & df[dst].notna()]
-        rels.append(RelTable(rel, a, b, attr, df, src, dst, tuple(props)))
+    for r in schema.RELATIONSHIPS:
+        df = frames[r.table]
+        df = df[df[r.src].notna() & df[r.dst].notna()]
+        rels.append(RelTable(r.type, r.start, r.end, r.table, df, r.src, r.dst, r.properties))
     counts = {"nodes": {t.label: len(t.frame) for t in nodes},
               "relationships": {}}
     for t in rels:
         counts["relationships"][t.type] = counts["relationships"].get(t.type, 0) + len(t.frame)
-    for rel, label in MEMBERSHIP:
+    for rel, label in schema.MEMBERSHIP:
         counts["relationships"][rel] = counts["nodes"][label]
     props = _trace_props(tf, summary, counts)
-    return TraceTables(trace_props=props, nodes=nodes, rels=rels, membership=list(MEMBERSHIP),
-                       int_columns=INT_COLUMNS)
+    return TraceTables(trace_props=props, nodes=nodes, rels=rels, membership=list(schema.MEMBERSHIP),
+                       int_columns=schema.int_columns())
 
 
 def counts_of(tables: TraceTables) -> dict[str, dict[str, int]]:

@@ -74,6 +74,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracegraph.ingest import schema
 from tracegraph.ingest.frames import TraceFrames
 
 BLOCKING_CALLS = frozenset({
@@ -88,7 +89,7 @@ KERNEL_GAP_LIMIT_US = 1500.0
 KINDS = ("cpu_op", "runtime", "sync", "kernel", "memcpy", "communication", "idle")
 _KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
 _EPS = 1e-9
-PATH_COLUMNS = ["ocp_steps", "ocp_starts_us", "ocp_durs_us", "ocp_kinds", "ocp_counted", "ocp_resource"]
+PATH_COLUMNS = [c.name for c in schema.PATH]
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Not a catalog analysis because it recomputes: it reads one trace's ops and
 dependency edges back from the graph and runs the very forward/backward
-pass the loader ran (:func:`tracegraph.ingest.enrich.dag_passes`) with the
+pass the loader ran (:func:`tracegraph.dag.dag_passes`) with the
 matched ops' weights multiplied by ``factor``. The baseline is the same pass
 on the stored weights, so it equals the trace's ``critical_path_us`` and a
 factor of 1 returns it exactly.
@@ -27,7 +27,7 @@ import numpy as np
 
 from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
-from tracegraph.ingest.enrich import dag_passes, dependency_dag
+from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.facts import Fact
 from tracegraph.queries.run import check_layout, trace_facts
 

@@ -95,3 +95,12 @@ def test_nothing_outside_the_database_layer_branches_on_the_engine():
 def test_the_rules_see_every_package():
     found = {layer for _, layer, _ in modules()}
     assert found == {g for group in LAYERS for g in group}
+
+
+def test_schema_page_is_the_declarations():
+    """cypher/SCHEMA.md's node and relationship tables are ingest/schema.py's."""
+    from tracegraph.ingest import schema
+
+    text = (ROOT / "cypher" / "SCHEMA.md").read_text(encoding="utf-8")
+    begin, end = "<!-- generated: python -m tracegraph.ingest.schema -->\n", "\n<!-- end generated -->"
+    assert text[text.index(begin) + len(begin):text.index(end)] == schema.markdown()

@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 from stepstats_builder import Op, write
 from tracegraph.errors import DependencyCycle, InputError
-from tracegraph.ingest.enrich import dependency_dag
+from tracegraph.dag import dependency_dag
 from tracegraph.ingest.pipeline import parse_files
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from analysis_traces import chain, small_gpu
-from tracegraph.ingest.enrich import covered, dag_passes, dependency_dag, enrich, union_intervals
+from tracegraph.dag import dag_passes, dependency_dag
+from tracegraph.ingest.enrich import covered, enrich, union_intervals
 
 
 def test_union_intervals():

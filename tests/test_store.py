@@ -222,3 +222,19 @@ def ingest_counts(path: Path) -> list[int]:
 
     tf = parse_files([path])
     return [len(t.frame) for t in trace_tables(tf, enrich(tf)).nodes]
+
+
+def test_every_stored_property_is_declared(graph):
+    """Nothing reaches the database that ingest/schema.py does not declare."""
+    from conftest import EXAMPLES
+    from tracegraph.ingest import schema
+
+    declared = {t.label: set(t.properties()) | {"trace", "uid"} for t in schema.NODE_TABLES}
+    declared["Trace"] = {c.name for c in schema.TRACE_PROPERTIES} | {"trace", "uid"}
+    for path in (SEED_STEPSTATS, EXAMPLES / "pytorch-cnn-cpu.pt.trace.json.gz"):
+        name = f"declared-{path.name.split('.')[0]}"
+        ingest(graph, [path], name)
+        rows = graph.run("MATCH (n {trace: $trace}) RETURN DISTINCT labels(n)[0], keys(n)", trace=name).rows
+        for label, keys in rows:
+            extra = {k for k in keys if not (label == "Trace" and k.startswith("meta_"))} - declared[label]
+            assert not extra, (label, extra)
