@@ -27,33 +27,59 @@ router = APIRouter(tags=["analyses"])
 Graph = Annotated[GraphHolder, Depends(get_graph)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 
-INT64 = (-(2 ** 63), 2 ** 63 - 1)
-JSON_TYPES = {"STRING": "string", "INTEGER": "integer", "FLOAT": "number", "BOOLEAN": "boolean",
-              "TRACE": "string", "ENUM": "string"}
+INT64 = (-(2**63), 2**63 - 1)
+JSON_TYPES = {
+    "STRING": "string",
+    "INTEGER": "integer",
+    "FLOAT": "number",
+    "BOOLEAN": "boolean",
+    "TRACE": "string",
+    "ENUM": "string",
+}
 
 
 def analysis_info(a: Analysis, with_query: bool = False) -> dict[str, Any]:
     from tracegraph.api.guide import query_body
 
     return {
-        "name": a.name, "summary": a.summary, "graph": a.graph, "requires": [f.value for f in a.requires],
-        "params": [{"name": p.name, "type": p.type, "required": p.required, "default": jsonable(p.default),
-                    "doc": p.doc, "choices": list(p.choices)}
-                   for p in a.params if p.name != "trace"],
+        "name": a.name,
+        "summary": a.summary,
+        "graph": a.graph,
+        "requires": [f.value for f in a.requires],
+        "params": [
+            {
+                "name": p.name,
+                "type": p.type,
+                "required": p.required,
+                "default": jsonable(p.default),
+                "doc": p.doc,
+                "choices": list(p.choices),
+            }
+            for p in a.params
+            if p.name != "trace"
+        ],
         "columns": [{"name": c.name, "doc": c.doc} for c in a.columns],
-        "definition": a.definition, "url": f"/traces/{{trace}}/queries/{a.name}",
+        "definition": a.definition,
+        "url": f"/traces/{{trace}}/queries/{a.name}",
         **({"query": query_body(a)} if with_query else {}),
     }
 
 
-@router.get("/queries", response_model=list[AnalysisOut],
-            summary="The analysis catalog: summary, parameters (name, type, default), columns")
+@router.get(
+    "/queries",
+    response_model=list[AnalysisOut],
+    summary="The analysis catalog: summary, parameters (name, type, default), columns",
+)
 def list_queries() -> JSONResponse:
     return JSONResponse([analysis_info(a) for a in catalog().values()])
 
 
-@router.get("/queries/{name}", response_model=AnalysisOut, responses=error_responses(404),
-            summary="One analysis, with its Cypher")
+@router.get(
+    "/queries/{name}",
+    response_model=AnalysisOut,
+    responses=error_responses(404),
+    summary="One analysis, with its Cypher",
+)
 def get_query(name: str) -> JSONResponse:
     return JSONResponse(analysis_info(get(name), with_query=True))
 
@@ -72,18 +98,31 @@ def run_query(trace: str, name: str, request: Request, graph: GraphHolder, setti
         raise BadRequest(f"{one_line(str(e))} (parameters: {given})") from None
     if fmt == "csv":
         headers = {"X-Tracegraph-Note": res.note.encode("ascii", "backslashreplace").decode()} if res.note else {}
-        return Response(render(res.columns, res.rows, "csv") + "\n", media_type="text/csv; charset=utf-8",
-                        headers=headers)
-    return JSONResponse({"analysis": res.analysis, "trace": res.trace, "columns": list(res.columns),
-                         "rows": jsonable(res.rows), "note": res.note})
+        return Response(
+            render(res.columns, res.rows, "csv") + "\n", media_type="text/csv; charset=utf-8", headers=headers
+        )
+    return JSONResponse(
+        {
+            "analysis": res.analysis,
+            "trace": res.trace,
+            "columns": list(res.columns),
+            "rows": jsonable(res.rows),
+            "note": res.note,
+        }
+    )
 
 
-FORMAT_PARAM = {"name": "format", "in": "query", "required": False,
-                "schema": {"type": "string", "enum": ["json", "csv"], "default": "json"},
-                "description": "json (default) or csv"}
+FORMAT_PARAM = {
+    "name": "format",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "enum": ["json", "csv"], "default": "json"},
+    "description": "json (default) or csv",
+}
 QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": QueryResultOut, "content": {"text/csv": {"schema": {"type": "string"}}}},
-    **error_responses(400, 404, 422, 503)}
+    **error_responses(400, 404, 422, 503),
+}
 
 
 def _openapi_param(p: Param) -> dict[str, Any]:
@@ -100,32 +139,44 @@ def _route_for(a: Analysis) -> None:
         return run_query(trace, a.name, request, graph, settings)
 
     handler.__name__ = f"run_{a.name.replace('-', '_')}"
-    router.add_api_route(f"/traces/{{trace}}/queries/{a.name}", handler, methods=["GET"],
-                         summary=a.summary, description=a.definition, operation_id=handler.__name__,
-                         response_model=QueryResultOut, responses=QUERY_RESPONSES,
-                         openapi_extra={"parameters": [FORMAT_PARAM] + [
-                             _openapi_param(p) for p in a.params if p.name != "trace"]})
+    router.add_api_route(
+        f"/traces/{{trace}}/queries/{a.name}",
+        handler,
+        methods=["GET"],
+        summary=a.summary,
+        description=a.definition,
+        operation_id=handler.__name__,
+        response_model=QueryResultOut,
+        responses=QUERY_RESPONSES,
+        openapi_extra={"parameters": [FORMAT_PARAM] + [_openapi_param(p) for p in a.params if p.name != "trace"]},
+    )
 
 
 for _analysis in catalog().values():
     _route_for(_analysis)
 
 
-@router.get("/traces/{trace}/queries/{name}", response_model=QueryResultOut, responses=QUERY_RESPONSES,
-            summary="Run any catalog analysis on a trace",
-            description="The analysis's parameters are query parameters (see `GET /queries`); "
-                        "`format=csv` answers CSV.",
-            openapi_extra={"parameters": [FORMAT_PARAM]})
+@router.get(
+    "/traces/{trace}/queries/{name}",
+    response_model=QueryResultOut,
+    responses=QUERY_RESPONSES,
+    summary="Run any catalog analysis on a trace",
+    description="The analysis's parameters are query parameters (see `GET /queries`); `format=csv` answers CSV.",
+    openapi_extra={"parameters": [FORMAT_PARAM]},
+)
 def run_any(trace: str, name: str, request: Request, graph: Graph, settings: AppSettings) -> Response:
     return run_query(trace, name, request, graph, settings)
 
 
-@router.post("/traces/{trace}/whatif", responses=error_responses(400, 404, 413, 422, 503),
-             max_body_size=JSON_BODY_MAX,
-             summary="What if some ops took `factor` times as long? The new critical path",
-             description="Scales the weights of the ops `match` selects by `factor` and recomputes the "
-                         "critical path (see `tracegraph whatif`). 422 when nothing matches or the trace "
-                         "has no dependencies.")
+@router.post(
+    "/traces/{trace}/whatif",
+    responses=error_responses(400, 404, 413, 422, 503),
+    max_body_size=JSON_BODY_MAX,
+    summary="What if some ops took `factor` times as long? The new critical path",
+    description="Scales the weights of the ops `match` selects by `factor` and recomputes the "
+    "critical path (see `tracegraph whatif`). 422 when nothing matches or the trace "
+    "has no dependencies.",
+)
 def whatif(trace: str, body: WhatIfIn, graph: Graph) -> JSONResponse:
     return JSONResponse(jsonable(what_if(graph, trace, body.match, body.factor)))
 

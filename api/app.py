@@ -50,7 +50,6 @@ from tracegraph.errors import UserError
 log = logging.getLogger("tracegraph.api")
 
 
-
 def create_app(db_uri: str | None = None, settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     holder = GraphHolder(db_uri)
@@ -66,12 +65,21 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
             await run_in_threadpool(holder.close)
 
     app = FastAPI(
-        title="tracegraph", version=version(), lifespan=lifespan,
-        docs_url=None, redoc_url=None, openapi_url=None,
-        description=("Deep-learning execution traces as a graph: upload traces, run the catalog's analyses, "
-                     "ad-hoc read-only Cypher. Errors are `{\"detail\": ...}`."
-                     + (" Every route but /health needs `Authorization: Bearer <TRACEGRAPH_API_KEY>`."
-                        if settings.api_key else "")),
+        title="tracegraph",
+        version=version(),
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        description=(
+            "Deep-learning execution traces as a graph: upload traces, run the catalog's analyses, "
+            'ad-hoc read-only Cypher. Errors are `{"detail": ...}`.'
+            + (
+                " Every route but /health needs `Authorization: Bearer <TRACEGRAPH_API_KEY>`."
+                if settings.api_key
+                else ""
+            )
+        ),
     )
     app.state.graph = holder
     app.state.jobs = jobs
@@ -79,8 +87,15 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     app.add_middleware(_JsonBodyLimit)
     for cls, handler in _HANDLERS.items():
         app.add_exception_handler(cls, handler)
-    app.add_api_route("/health", health, methods=["GET"], response_model=HealthOut, tags=["server"],
-                      responses={503: {"model": HealthOut}}, summary="Backend kind, database reachability, version")
+    app.add_api_route(
+        "/health",
+        health,
+        methods=["GET"],
+        response_model=HealthOut,
+        tags=["server"],
+        responses={503: {"model": HealthOut}},
+        summary="Backend kind, database reachability, version",
+    )
     keyed: dict[str, Any] = {}
     if settings.api_key:
         keyed = {"dependencies": [Depends(require_key)], "responses": {401: {"model": ErrorOut}}}
@@ -115,6 +130,7 @@ def docs(request: Request, settings: Annotated[Settings, Depends(get_settings)])
 
 # -- errors: every one a one-line JSON detail ---------------------------------
 
+
 def error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
@@ -126,8 +142,10 @@ async def _user_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errs = [{"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-            for e in exc.errors()]
+    errs = [
+        {"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in exc.errors()
+    ]
     text = "; ".join(f"{'.'.join(x['loc'])}: {x['msg']}" for x in errs) or "invalid request"
     return JSONResponse({"detail": one_line(text), "errors": errs}, status_code=422)
 
@@ -162,8 +180,12 @@ def _routes(routes: list[Any]) -> Iterator[Any]:
             yield route
 
 
-_HANDLERS = {UserError: _user_error, RequestValidationError: _validation_error, Exception: _bug,
-             StarletteHTTPException: _http_error}
+_HANDLERS = {
+    UserError: _user_error,
+    RequestValidationError: _validation_error,
+    Exception: _bug,
+    StarletteHTTPException: _http_error,
+}
 
 
 class _JsonBodyLimit:
@@ -193,11 +215,20 @@ def serve(host: str = "127.0.0.1", port: int = 8000, db: str | None = None, *, l
     settings = Settings.from_env()
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     if host not in LOOPBACK and not settings.api_key:
-        log.warning("serving on %s without TRACEGRAPH_API_KEY: anyone who reaches this port can read "
-                    "and delete traces", host)
+        log.warning(
+            "serving on %s without TRACEGRAPH_API_KEY: anyone who reaches this port can read and delete traces", host
+        )
     app = create_app(db, settings)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, lifespan="on",
-                            proxy_headers=False, server_header=False)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        workers=1,
+        lifespan="on",
+        proxy_headers=False,
+        server_header=False,
+    )
     server = uvicorn.Server(config)
     try:
         server.run()

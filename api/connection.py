@@ -78,16 +78,25 @@ class GraphHolder:
                 with contextlib.suppress(Exception):
                     g.close()
 
-    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
-            write: bool = False, timeout_ms: int | None = None) -> Result:
+    def run(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        trace: str | None = None,
+        write: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Result:
         return self._call(lambda g: g.run(query, params, trace=trace, write=write, timeout_ms=timeout_ms))
 
-    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
-                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+    def read_columns(
+        self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
+    ) -> list[tuple[Any, ...]]:
         return self._call(lambda g: g.read_columns(trace, label, columns, where, timeout_ms=timeout_ms))
 
-    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
-                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+    def store_trace(
+        self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
+    ) -> dict[str, dict[str, int]]:
         return self._call(lambda g: g.store_trace(name, tables, replace=replace, progress=progress))
 
     def drop_trace(self, name: str) -> int:
@@ -102,8 +111,14 @@ class GraphHolder:
         return self._version
 
     def health(self) -> tuple[bool, dict[str, Any]]:
-        info: dict[str, Any] = {"status": "ok", "backend": self.backend, "database": "reachable",
-                                "version": version(), "database_version": None, "detail": None}
+        info: dict[str, Any] = {
+            "status": "ok",
+            "backend": self.backend,
+            "database": "reachable",
+            "version": version(),
+            "database_version": None,
+            "detail": None,
+        }
         try:
             g = self._get()
             g.run("RETURN 1 AS ok", timeout_ms=5000)

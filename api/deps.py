@@ -49,5 +49,8 @@ def require_key(request: Request, creds: HTTPAuthorizationCredentials | None = S
     if given is None and request.url.path in BROWSER_KEY_PATHS:
         given = request.query_params.get("key")
     if not given or not hmac.compare_digest(given.encode(), key.encode()):
-        raise HTTPException(401, "missing or wrong API key: send Authorization: Bearer <TRACEGRAPH_API_KEY>",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401,
+            "missing or wrong API key: send Authorization: Bearer <TRACEGRAPH_API_KEY>",
+            headers={"WWW-Authenticate": "Bearer"},
+        )

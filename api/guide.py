@@ -23,17 +23,22 @@ router = APIRouter(tags=["neo4j browser"])
 CORS = {"Access-Control-Allow-Origin": "*"}
 
 
-@router.get("/browser/guide.html", response_class=HTMLResponse,
-            summary="Neo4j Browser guide to the catalog (`:play http://HOST:8000/browser/guide.html`)")
+@router.get(
+    "/browser/guide.html",
+    response_class=HTMLResponse,
+    summary="Neo4j Browser guide to the catalog (`:play http://HOST:8000/browser/guide.html`)",
+)
 def guide(request: Request, trace: str = "alexnet") -> HTMLResponse:
     base = str(request.base_url).rstrip("/")
     key = request.query_params.get("key") if request.app.state.settings.api_key else None
     return HTMLResponse(render_guide(base, trace=trace, key=key), headers=CORS)
 
 
-@router.get("/browser/tracegraph.grass",
-            summary="Neo4j Browser style sheet (`:style http://HOST:8000/browser/tracegraph.grass`)",
-            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+@router.get(
+    "/browser/tracegraph.grass",
+    summary="Neo4j Browser style sheet (`:style http://HOST:8000/browser/tracegraph.grass`)",
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def grass() -> Response:
     text = resources.files("tracegraph.cypher").joinpath("tracegraph.grass").read_text(encoding="utf-8")
     return Response(text, media_type="text/plain; charset=utf-8", headers=CORS)
@@ -56,7 +61,7 @@ def browser_params(analysis: Analysis, trace: str) -> list[tuple[str, str]]:
     for line in analysis.definition.splitlines():
         s = line.strip()
         if s.startswith(":param ") and "=>" in s:
-            name, value = s[len(":param "):].split("=>", 1)
+            name, value = s[len(":param ") :].split("=>", 1)
             out[name.strip()] = value.strip()
     if any(p.name == "trace" for p in analysis.params):
         out["trace"] = _cypher_string(trace)
@@ -99,8 +104,10 @@ def _runnable(code: str) -> str:
 
 
 def _slide(title: str, lead: str, body: str) -> str:
-    return (f'<slide class="row-fluid"><div class="col-sm-3"><h3>{escape(title)}</h3>'
-            f'<p class="lead">{lead}</p></div><div class="col-sm-9">{body}</div></slide>')
+    return (
+        f'<slide class="row-fluid"><div class="col-sm-3"><h3>{escape(title)}</h3>'
+        f'<p class="lead">{lead}</p></div><div class="col-sm-9">{body}</div></slide>'
+    )
 
 
 def render_guide(base_url: str, trace: str = "alexnet", key: str | None = None) -> str:
@@ -114,50 +121,86 @@ def render_guide(base_url: str, trace: str = "alexnet", key: str | None = None) 
     items = list(catalog().values())
     slides = []
     overview = "".join(
-        f"<li><b>{escape(a.name)}</b>{' (graph)' if a.graph else ''}: {escape(a.summary)}</li>" for a in items)
-    slides.append(_slide(
-        "tracegraph", "Deep-learning execution traces as a graph: the analysis catalog, runnable.",
-        "<p>Every analysis is one Cypher query that reads one trace. Pick the trace first: the "
-        "<code>$trace</code> parameter is what every query anchors on.</p>"
-        + _runnable(f":param trace => {_cypher_string(trace)}")
-        + "<p>The traces in this database:</p>"
-        + _runnable("MATCH (t:Trace)\nWHERE t.status = 'ready'\n"
-                    "RETURN t.trace AS trace, t.framework AS framework, t.ops AS ops, t.span_us AS span_us,\n"
-                    "       t.critical_path_us AS critical_path_us, t.memory_peak_bytes AS memory_peak_bytes\n"
-                    "ORDER BY trace")
-        + "<p>Load the tracegraph style sheet (colors by label, op names as captions, the critical "
-          "path in thick red) before the graph analyses:</p>"
-        + _runnable(f":style {grass_url}")
-        + "<p>(or drag <code>cypher/tracegraph.grass</code> onto the Browser window). "
-          "To see the schema, run <code>CALL db.schema.visualization()</code>.</p>"
-        + f"<p>The analyses:</p><ul>{overview}</ul>"))
+        f"<li><b>{escape(a.name)}</b>{' (graph)' if a.graph else ''}: {escape(a.summary)}</li>" for a in items
+    )
+    slides.append(
+        _slide(
+            "tracegraph",
+            "Deep-learning execution traces as a graph: the analysis catalog, runnable.",
+            "<p>Every analysis is one Cypher query that reads one trace. Pick the trace first: the "
+            "<code>$trace</code> parameter is what every query anchors on.</p>"
+            + _runnable(f":param trace => {_cypher_string(trace)}")
+            + "<p>The traces in this database:</p>"
+            + _runnable(
+                "MATCH (t:Trace)\nWHERE t.status = 'ready'\n"
+                "RETURN t.trace AS trace, t.framework AS framework, t.ops AS ops, t.span_us AS span_us,\n"
+                "       t.critical_path_us AS critical_path_us, t.memory_peak_bytes AS memory_peak_bytes\n"
+                "ORDER BY trace"
+            )
+            + "<p>Load the tracegraph style sheet (colors by label, op names as captions, the critical "
+            "path in thick red) before the graph analyses:</p>"
+            + _runnable(f":style {grass_url}")
+            + "<p>(or drag <code>cypher/tracegraph.grass</code> onto the Browser window). "
+            "To see the schema, run <code>CALL db.schema.visualization()</code>.</p>"
+            + f"<p>The analyses:</p><ul>{overview}</ul>",
+        )
+    )
     for a in items:
         params = [p for p in a.params if p.name != "trace"]
         rows = "".join(
             f"<tr><td><code>{escape(p.name)}</code></td><td>{escape(_type_text(p))}</td>"
             f"<td>{'required' if p.required else escape(repr(p.default) if p.default is not None else 'null')}</td>"
-            f"<td>{escape(p.doc)}</td></tr>" for p in params)
-        table = (f'<table class="table table-condensed"><tr><th>parameter</th><th>type</th><th>default</th>'
-                 f"<th></th></tr>{rows}</table>") if params else ""
+            f"<td>{escape(p.doc)}</td></tr>"
+            for p in params
+        )
+        table = (
+            (
+                f'<table class="table table-condensed"><tr><th>parameter</th><th>type</th><th>default</th>'
+                f"<th></th></tr>{rows}</table>"
+            )
+            if params
+            else ""
+        )
         cols = "".join(f"<li><code>{escape(c.name)}</code>: {escape(c.doc)}</li>" for c in a.columns)
         setup = params_command(browser_params(a, trace))
         needs = f"<p>Needs a trace with: {escape(', '.join(f.value for f in a.requires))}.</p>" if a.requires else ""
-        view = ("<p>It returns paths: look at the <b>Graph</b> view of the result (with the style sheet "
-                "loaded). Double-click a node to expand its neighbors.</p>") if a.graph else ""
-        api = (f"<p>Over HTTP: <code>GET {escape(base)}/traces/{escape(trace)}/queries/{escape(a.name)}</code>; "
-               f"from the shell: <code>tracegraph query {escape(a.name)} --trace {escape(trace)}</code>.</p>")
-        body = (f"<p>{escape(a.summary)}</p>{needs}{table}"
-                + "<p>Set the parameters:</p>" + _runnable(setup)
-                + "<p>Run the analysis:</p>" + _runnable(query_body(a))
-                + view + f"<p>Columns:</p><ul>{cols}</ul>" + _definition_html(a) + api)
+        view = (
+            (
+                "<p>It returns paths: look at the <b>Graph</b> view of the result (with the style sheet "
+                "loaded). Double-click a node to expand its neighbors.</p>"
+            )
+            if a.graph
+            else ""
+        )
+        api = (
+            f"<p>Over HTTP: <code>GET {escape(base)}/traces/{escape(trace)}/queries/{escape(a.name)}</code>; "
+            f"from the shell: <code>tracegraph query {escape(a.name)} --trace {escape(trace)}</code>.</p>"
+        )
+        body = (
+            f"<p>{escape(a.summary)}</p>{needs}{table}"
+            + "<p>Set the parameters:</p>"
+            + _runnable(setup)
+            + "<p>Run the analysis:</p>"
+            + _runnable(query_body(a))
+            + view
+            + f"<p>Columns:</p><ul>{cols}</ul>"
+            + _definition_html(a)
+            + api
+        )
         slides.append(_slide(a.name, escape(a.summary), body))
-    slides.append(_slide(
-        "Further", "Ad-hoc Cypher, the API, the CLI.",
-        "<p>The graph schema is in <code>cypher/SCHEMA.md</code>. Every query should anchor on "
-        "<code>{trace: $trace}</code>. For example, an op and everything it launched:</p>"
-        + _runnable("MATCH p = (o:Op {trace: $trace})-[:LAUNCHED]->(:Kernel)-[:ON_STREAM]->(:Stream)\n"
-                    "RETURN p LIMIT 50")
-        + f"<p>The same queries run over HTTP (<code>POST {escape(base)}/cypher</code>, read-only) and "
-          f"the API's reference is at <a href=\"{escape(base)}/docs\" target=\"_blank\">{escape(base)}/docs</a>.</p>"))
-    return ('<article class="guide"><carousel class="deck container-fluid">'
-            + "".join(slides) + "</carousel></article>\n")
+    slides.append(
+        _slide(
+            "Further",
+            "Ad-hoc Cypher, the API, the CLI.",
+            "<p>The graph schema is in <code>cypher/SCHEMA.md</code>. Every query should anchor on "
+            "<code>{trace: $trace}</code>. For example, an op and everything it launched:</p>"
+            + _runnable(
+                "MATCH p = (o:Op {trace: $trace})-[:LAUNCHED]->(:Kernel)-[:ON_STREAM]->(:Stream)\nRETURN p LIMIT 50"
+            )
+            + f"<p>The same queries run over HTTP (<code>POST {escape(base)}/cypher</code>, read-only) and "
+            f'the API\'s reference is at <a href="{escape(base)}/docs" target="_blank">{escape(base)}/docs</a>.</p>',
+        )
+    )
+    return (
+        '<article class="guide"><carousel class="deck container-fluid">' + "".join(slides) + "</carousel></article>\n"
+    )

@@ -10,9 +10,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tracegraph.errors import NotFound
 
@@ -47,11 +48,18 @@ class Job:
         elif self.total:
             fraction = round(min(self.done / self.total, 1.0), 4)
         return {
-            "id": self.id, "url": f"/jobs/{self.id}", "trace": self.trace, "files": list(self.files),
-            "status": self.status, "phase": self.phase,
+            "id": self.id,
+            "url": f"/jobs/{self.id}",
+            "trace": self.trace,
+            "files": list(self.files),
+            "status": self.status,
+            "phase": self.phase,
             "progress": {"done": self.done, "total": self.total, "fraction": fraction},
-            "error": self.error, "error_status": self.error_status, "result": self.result,
-            "created_at": _iso(self.created_at), "started_at": _iso(self.started_at),
+            "error": self.error,
+            "error_status": self.error_status,
+            "result": self.result,
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
             "finished_at": _iso(self.finished_at),
         }
 
@@ -70,8 +78,9 @@ class JobManager:
         self._lock = threading.Lock()
         self._kept = max(kept, 1)
 
-    def submit(self, trace: str, files: list[str], work: Callable[[Job], None],
-               on_cancel: Callable[[], None] | None = None) -> tuple[Job, Future]:
+    def submit(
+        self, trace: str, files: list[str], work: Callable[[Job], None], on_cancel: Callable[[], None] | None = None
+    ) -> tuple[Job, Future]:
         """Queue ``work(job)``; it sets the job's outcome itself."""
         job = Job(id=uuid.uuid4().hex, trace=trace, files=files)
 

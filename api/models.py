@@ -115,8 +115,9 @@ class CypherIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=200_000, description="one Cypher statement; run read-only")
     params: dict[str, Any] = Field(default_factory=dict, description="$parameters")
-    trace: str | None = Field(default=None, min_length=1, max_length=200,
-                              description="the trace the query reads; also bound as $trace")
+    trace: str | None = Field(
+        default=None, min_length=1, max_length=200, description="the trace the query reads; also bound as $trace"
+    )
 
 
 class CypherOut(BaseModel):
@@ -127,13 +128,17 @@ class CypherOut(BaseModel):
 
 class WhatIfIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    match: Annotated[str, Field(min_length=1, max_length=1000)] | Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(min_length=1, max_length=64)] = Field(
+    match: (
+        Annotated[str, Field(min_length=1, max_length=1000)]
+        | Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(min_length=1, max_length=64)]
+    ) = Field(
         description="which ops to scale: `type=REGEX` (the whole op type) or `name=REGEX` (anywhere in the "
-                    "op name); a list scales the ops any of them matches",
-        examples=["type=Conv2D.*", ["type=MatMul", "name=^dense"]])
-    factor: float = Field(ge=0, allow_inf_nan=False, description="the matched ops' weight multiplier "
-                                                                 "(0.5: twice as fast, 0: free)")
+        "op name); a list scales the ops any of them matches",
+        examples=["type=Conv2D.*", ["type=MatMul", "name=^dense"]],
+    )
+    factor: float = Field(
+        ge=0, allow_inf_nan=False, description="the matched ops' weight multiplier (0.5: twice as fast, 0: free)"
+    )
 
 
 def error_responses(*codes: int) -> dict:

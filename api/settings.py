@@ -50,7 +50,7 @@ class Settings:
     max_upload_files: int = 16
 
     @classmethod
-    def from_env(cls, **overrides) -> "Settings":
+    def from_env(cls, **overrides) -> Settings:
         s = cls(
             api_key=os.environ.get("TRACEGRAPH_API_KEY") or None,
             max_upload_bytes=_int("TRACEGRAPH_MAX_UPLOAD_BYTES", cls.max_upload_bytes),

@@ -27,23 +27,39 @@ import heapq
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-
 from typing import Any
 
 import numpy as np
 
 # What the timeline reads of a trace (Graph.read_columns: each engine's fastest bulk read).
-OP_COLUMNS: dict[str, type] = {"name": str, "type": str, "device_name": str, "start_us": float, "end_us": float,
-                               "cp_step": int}
-KERNEL_COLUMNS: dict[str, type] = {"name": str, "kind": str, "op_name": str, "device_name": str,
-                                   "stream_name": str, "start_us": float, "end_us": float}
+OP_COLUMNS: dict[str, type] = {
+    "name": str,
+    "type": str,
+    "device_name": str,
+    "start_us": float,
+    "end_us": float,
+    "cp_step": int,
+}
+KERNEL_COLUMNS: dict[str, type] = {
+    "name": str,
+    "kind": str,
+    "op_name": str,
+    "device_name": str,
+    "stream_name": str,
+    "start_us": float,
+    "end_us": float,
+}
 TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
 
 
-def read_rows(graph: Any, trace: str, timeout_ms: int | None = None) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def read_rows(
+    graph: Any, trace: str, timeout_ms: int | None = None
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(op rows, kernel rows): the columns above, timed nodes only."""
-    return (graph.read_columns(trace, "Op", OP_COLUMNS, TIMED, timeout_ms=timeout_ms),
-            graph.read_columns(trace, "Kernel", KERNEL_COLUMNS, TIMED, timeout_ms=timeout_ms))
+    return (
+        graph.read_columns(trace, "Op", OP_COLUMNS, TIMED, timeout_ms=timeout_ms),
+        graph.read_columns(trace, "Kernel", KERNEL_COLUMNS, TIMED, timeout_ms=timeout_ms),
+    )
 
 
 MAX_BARS = 40_000  # per window answer, over all lanes
@@ -66,8 +82,13 @@ class Lane:
     ops: list[str]  # the op a bar belongs to (the op itself for op lanes)
 
     def info(self) -> dict:
-        return {"id": self.id, "name": self.name, "device": self.device, "kind": self.kind,
-                "bars": int(self.start.size)}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "device": self.device,
+            "kind": self.kind,
+            "bars": int(self.start.size),
+        }
 
 
 @dataclass
@@ -82,8 +103,12 @@ class TraceTimeline:
     highlights: dict[str, tuple[list[np.ndarray], str | None, int]] = field(default_factory=dict)
 
     def info(self) -> dict:
-        return {"trace": self.trace, "t_min": self.t_min, "t_max": self.t_max,
-                "lanes": [lane.info() for lane in self.lanes]}
+        return {
+            "trace": self.trace,
+            "t_min": self.t_min,
+            "t_max": self.t_max,
+            "lanes": [lane.info() for lane in self.lanes],
+        }
 
 
 def _short_device(device: str | None) -> str:
@@ -95,8 +120,9 @@ def _lane(lane_id: int, name: str, device: str, kind: str, rows: list) -> Lane:
     start = np.array([r[0] for r in rows], dtype=np.float64)
     end = np.maximum(np.array([r[1] for r in rows], dtype=np.float64), start)
     reach = np.maximum.accumulate(end) if end.size else end
-    return Lane(lane_id, name, device, kind, start, end, reach, [r[2] for r in rows],
-                [r[3] for r in rows], [r[4] for r in rows])
+    return Lane(
+        lane_id, name, device, kind, start, end, reach, [r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows]
+    )
 
 
 def pack_ops(rows: list[tuple]) -> list[list[tuple]]:
@@ -130,7 +156,8 @@ def build(trace: str, key: object, op_rows: list, kernel_rows: list) -> TraceTim
             critical.add(name)
     for name, kind, op, device, stream, s, e in kernel_rows:
         by_device.setdefault(device or "", {}).setdefault(stream or "(no stream)", []).append(
-            (float(s), float(e), name, kind or "kernel", op or ""))
+            (float(s), float(e), name, kind or "kernel", op or "")
+        )
     t_min, t_max = np.inf, -np.inf
     for device in sorted(by_device):
         groups = by_device[device]
@@ -158,8 +185,15 @@ def highlight_masks(tl: TraceTimeline, ops: set[str]) -> list[np.ndarray]:
     return [np.fromiter((o in ops for o in lane.ops), dtype=bool, count=len(lane.ops)) for lane in tl.lanes]
 
 
-def window(tl: TraceTimeline, t0: float, t1: float, px: int, lane_ids: list[int] | None = None,
-           mask: list[np.ndarray] | None = None, max_bars: int = MAX_BARS) -> dict:
+def window(
+    tl: TraceTimeline,
+    t0: float,
+    t1: float,
+    px: int,
+    lane_ids: list[int] | None = None,
+    mask: list[np.ndarray] | None = None,
+    max_bars: int = MAX_BARS,
+) -> dict:
     """The bars of [t0, t1) drawn ``px`` pixels wide, merged below a pixel.
 
     Columnar per lane: ``s``/``e`` start and end, ``n`` how many bars it
@@ -211,13 +245,27 @@ def window(tl: TraceTimeline, t0: float, t1: float, px: int, lane_ids: list[int]
             continue
         total += gs.size
         singles = gi[gi >= 0]
-        out_lanes.append({
-            "id": li, "s": gs.tolist(), "e": ge.tolist(), "n": gn.tolist(), "h": gh.astype(int).tolist(),
-            "i": gi.tolist(),
-            "names": {str(int(k)): [lane.names[k], lane.types[k], lane.ops[k]] for k in singles},
-        })
-    return {"trace": tl.trace, "t0": t0, "t1": t1, "px": px, "res": res, "bars": total, "truncated": truncated,
-            "lanes": out_lanes}
+        out_lanes.append(
+            {
+                "id": li,
+                "s": gs.tolist(),
+                "e": ge.tolist(),
+                "n": gn.tolist(),
+                "h": gh.astype(int).tolist(),
+                "i": gi.tolist(),
+                "names": {str(int(k)): [lane.names[k], lane.types[k], lane.ops[k]] for k in singles},
+            }
+        )
+    return {
+        "trace": tl.trace,
+        "t0": t0,
+        "t1": t1,
+        "px": px,
+        "res": res,
+        "bars": total,
+        "truncated": truncated,
+        "lanes": out_lanes,
+    }
 
 
 def _empty(li: int) -> dict:

@@ -30,54 +30,85 @@ router = APIRouter(tags=["traces"])
 Graph = Annotated[GraphHolder, Depends(get_graph)]
 
 
-@router.get("/traces", response_model=list[TraceOut], summary="Every ready trace, by name",
-            responses=error_responses(503))
+@router.get(
+    "/traces", response_model=list[TraceOut], summary="Every ready trace, by name", responses=error_responses(503)
+)
 def list_traces_route(graph: Graph) -> JSONResponse:
     return JSONResponse(jsonable(list_traces(graph)))
 
 
-@router.get("/traces/{trace}", response_model=TraceOut, responses=error_responses(404, 503),
-            summary="One trace: framework, counts, span, peak memory, source files")
+@router.get(
+    "/traces/{trace}",
+    response_model=TraceOut,
+    responses=error_responses(404, 503),
+    summary="One trace: framework, counts, span, peak memory, source files",
+)
 def get_trace(trace: str, graph: Graph) -> JSONResponse:
     return JSONResponse(jsonable(describe_trace(graph, trace)))
 
 
-@router.delete("/traces/{trace}", response_model=DeletedOut, responses=error_responses(404, 503),
-               summary="Delete a trace")
+@router.delete(
+    "/traces/{trace}", response_model=DeletedOut, responses=error_responses(404, 503), summary="Delete a trace"
+)
 def delete_trace(trace: str, graph: Graph) -> JSONResponse:
     n = graph.drop_trace(trace)
     return JSONResponse({"trace": trace, "deleted_nodes": n})
 
 
 UPLOAD_SCHEMA = {
-    "type": "object", "required": ["trace", "files"],
+    "type": "object",
+    "required": ["trace", "files"],
     "properties": {
-        "trace": {"type": "string", "minLength": 1, "maxLength": MAX_TRACE_NAME,
-                  "description": "the trace's name (no '/' or '~')"},
-        "format": {"type": "string", "enum": ["auto", *formats.names()], "default": "auto",
-                   "description": "the files' format; auto detects it from the content"},
+        "trace": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_TRACE_NAME,
+            "description": "the trace's name (no '/' or '~')",
+        },
+        "format": {
+            "type": "string",
+            "enum": ["auto", *formats.names()],
+            "default": "auto",
+            "description": "the files' format; auto detects it from the content",
+        },
         "replace": {"type": "boolean", "default": False, "description": "overwrite a trace of that name"},
-        "files": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "binary"},
-                  "description": "one trace file, or a primary file plus files that add detail to it"},
+        "files": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "format": "binary"},
+            "description": "one trace file, or a primary file plus files that add detail to it",
+        },
     },
 }
 
 
-@router.post("/traces", status_code=201, summary="Upload trace file(s) as one trace",
-             description=("Multipart form: `files` (one or more), `trace`, optional `format` and `replace`. "
-                          "The upload streams to disk; past TRACEGRAPH_MAX_UPLOAD_BYTES it is refused (413). "
-                          "Up to TRACEGRAPH_SYNC_UPLOAD_BYTES the trace is ingested before the answer (201, "
-                          "the trace's summary) when that takes less than TRACEGRAPH_SYNC_WAIT_S; otherwise "
-                          "the answer is 202 with a job to poll at `GET /jobs/{id}`. A failed ingest leaves "
-                          "nothing behind."),
-             responses={201: {"model": TraceOut}, 202: {"model": JobOut},
-                        **error_responses(400, 409, 413, 415, 422, 503)},
-             openapi_extra={"requestBody": {"required": True,
-                                            "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}}}})
-async def upload(request: Request, graph: Graph, jobs: Annotated[JobManager, Depends(get_jobs)],
-                 settings: Annotated[Settings, Depends(get_settings)]) -> JSONResponse:
-    up = await read_upload(request, max_bytes=settings.max_upload_bytes,
-                           max_files=settings.max_upload_files, upload_dir=settings.upload_dir)
+@router.post(
+    "/traces",
+    status_code=201,
+    summary="Upload trace file(s) as one trace",
+    description=(
+        "Multipart form: `files` (one or more), `trace`, optional `format` and `replace`. "
+        "The upload streams to disk; past TRACEGRAPH_MAX_UPLOAD_BYTES it is refused (413). "
+        "Up to TRACEGRAPH_SYNC_UPLOAD_BYTES the trace is ingested before the answer (201, "
+        "the trace's summary) when that takes less than TRACEGRAPH_SYNC_WAIT_S; otherwise "
+        "the answer is 202 with a job to poll at `GET /jobs/{id}`. A failed ingest leaves "
+        "nothing behind."
+    ),
+    responses={201: {"model": TraceOut}, 202: {"model": JobOut}, **error_responses(400, 409, 413, 415, 422, 503)},
+    openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}}}},
+)
+async def upload(
+    request: Request,
+    graph: Graph,
+    jobs: Annotated[JobManager, Depends(get_jobs)],
+    settings: Annotated[Settings, Depends(get_settings)],
+) -> JSONResponse:
+    up = await read_upload(
+        request,
+        max_bytes=settings.max_upload_bytes,
+        max_files=settings.max_upload_files,
+        upload_dir=settings.upload_dir,
+    )
     try:
         trace, fmt, replace = _upload_fields(up.fields)
         if not up.files:
@@ -87,8 +118,9 @@ async def upload(request: Request, graph: Graph, jobs: Annotated[JobManager, Dep
     except BaseException:
         up.cleanup()
         raise
-    job, future = jobs.submit(trace, [f.name for f in up.files], _ingest_work(graph, up, trace, fmt, replace),
-                              on_cancel=up.cleanup)
+    job, future = jobs.submit(
+        trace, [f.name for f in up.files], _ingest_work(graph, up, trace, fmt, replace), on_cancel=up.cleanup
+    )
     if up.total_bytes <= settings.sync_upload_bytes and settings.sync_wait_s > 0:
         await run_in_threadpool(concurrent.futures.wait, [future], settings.sync_wait_s)
     if job.status == DONE:
@@ -98,8 +130,12 @@ async def upload(request: Request, graph: Graph, jobs: Annotated[JobManager, Dep
     return JSONResponse(job.public(), status_code=202, headers={"Location": f"/jobs/{job.id}"})
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, responses=error_responses(404),
-            summary="An upload's ingest job: status, progress, error")
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=error_responses(404),
+    summary="An upload's ingest job: status, progress, error",
+)
 def get_job(job_id: str, jobs: Annotated[JobManager, Depends(get_jobs)]) -> JSONResponse:
     return JSONResponse(jobs.get(job_id).public())
 
@@ -141,8 +177,15 @@ def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: 
         from tracegraph.ingest.pipeline import ingest
 
         try:
-            ingest(graph, [f.path for f in up.files], trace, fmt=fmt, replace=replace, progress=job.progress,
-                   source_names={str(f.path): f.name for f in up.files})
+            ingest(
+                graph,
+                [f.path for f in up.files],
+                trace,
+                fmt=fmt,
+                replace=replace,
+                progress=job.progress,
+                source_names={str(f.path): f.name for f in up.files},
+            )
             job.result = jsonable(describe_trace(graph, trace))  # type: ignore[assignment]
             job.status = DONE
         except UserError as e:
@@ -152,8 +195,7 @@ def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: 
         except Exception as e:  # a parser tripping over bad input: a bug, but the file's fault to the user
             log.warning("ingest of %s failed", [f.name for f in up.files], exc_info=True)
             job.error_status = 400
-            job.error = scrub(one_line(f"cannot ingest {', '.join(f.name for f in up.files)}: "
-                                       f"{type(e).__name__}: {e}"))
+            job.error = scrub(one_line(f"cannot ingest {', '.join(f.name for f in up.files)}: {type(e).__name__}: {e}"))
             job.status = FAILED
         finally:
             up.cleanup()

@@ -20,9 +20,10 @@ through :mod:`tracegraph.api.deps`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, JSONResponse
@@ -51,6 +52,7 @@ router = APIRouter(prefix="/ui", tags=["web ui"])
 # Highlight sources
 # --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class HighlightSource:
     """A catalog analysis whose ``column`` names the ops the timeline highlights.
@@ -69,8 +71,9 @@ class HighlightSource:
 
 
 HIGHLIGHT_SOURCES: list[HighlightSource] = [
-    HighlightSource("critical-path", "critical path (dependency DAG)", "critical-path",
-                    from_timeline=lambda tl: tl.critical),
+    HighlightSource(
+        "critical-path", "critical path (dependency DAG)", "critical-path", from_timeline=lambda tl: tl.critical
+    ),
     HighlightSource("observed-critical-path", "observed critical path", "observed-critical-path"),
 ]
 
@@ -88,8 +91,9 @@ def available_highlights() -> list[HighlightSource]:
     return [s for s in HIGHLIGHT_SOURCES if s.analysis in names]
 
 
-def highlighted_ops(graph: GraphHolder, trace: str, source: HighlightSource,
-                    timeout_ms: int | None) -> tuple[set[str], str | None]:
+def highlighted_ops(
+    graph: GraphHolder, trace: str, source: HighlightSource, timeout_ms: int | None
+) -> tuple[set[str], str | None]:
     """The op names the source's analysis returns for the trace, and its note."""
     from tracegraph.queries.run import run_analysis
 
@@ -103,6 +107,7 @@ def highlighted_ops(graph: GraphHolder, trace: str, source: HighlightSource,
 # --------------------------------------------------------------------------
 # Models (documentation of the JSON these routes send)
 # --------------------------------------------------------------------------
+
 
 class HighlightOut(BaseModel):
     name: str
@@ -198,8 +203,9 @@ def _timeline(graph: GraphHolder, settings: Settings, trace: str) -> tuple[tlmod
 
 @pages.get("/")
 def index() -> FileResponse:
-    return FileResponse(str(STATIC_DIR.joinpath("index.html")), media_type="text/html",
-                        headers={"Cache-Control": "no-cache"})
+    return FileResponse(
+        str(STATIC_DIR.joinpath("index.html")), media_type="text/html", headers={"Cache-Control": "no-cache"}
+    )
 
 
 @router.get("/highlights", response_model=list[HighlightOut], summary="What the timeline can highlight")
@@ -207,8 +213,12 @@ def highlights() -> list[dict]:
     return [{"name": s.name, "label": s.label, "analysis": s.analysis} for s in available_highlights()]
 
 
-@router.get("/traces/{trace}/timeline", response_model=TimelineOut, responses=error_responses(404, 503),
-            summary="The timeline's lanes (op lanes per device, one per device stream) and time span")
+@router.get(
+    "/traces/{trace}/timeline",
+    response_model=TimelineOut,
+    responses=error_responses(404, 503),
+    summary="The timeline's lanes (op lanes per device, one per device stream) and time span",
+)
 def timeline_info(trace: str, graph: Graph, settings: AppSettings) -> JSONResponse:
     tl, facts = _timeline(graph, settings, trace)
     out = tl.info()
@@ -217,17 +227,27 @@ def timeline_info(trace: str, graph: Graph, settings: AppSettings) -> JSONRespon
     return JSONResponse(out)
 
 
-@router.get("/traces/{trace}/timeline/window", response_model=WindowOut, responses=error_responses(404, 422, 503),
-            summary="The bars of a time window at screen resolution (sub-pixel bars merged, capped)")
-def timeline_window(trace: str, graph: Graph, settings: AppSettings,
-                    t0: Annotated[float, Query(allow_inf_nan=False, description="window start")],
-                    t1: Annotated[float, Query(allow_inf_nan=False, description="window end")],
-                    px: Annotated[int, Query(ge=1, le=tlmod.MAX_PX, description="window width in pixels")] = 1000,
-                    lanes: Annotated[str | None, Query(max_length=10_000, pattern=r"^\d+(,\d+)*$",
-                                                       description="lane ids, comma-separated (default: all)")] = None,
-                    highlight: Annotated[str | None, Query(max_length=200,
-                                                           description="a highlight source (GET /ui/highlights)")] = None,
-                    ) -> JSONResponse:
+@router.get(
+    "/traces/{trace}/timeline/window",
+    response_model=WindowOut,
+    responses=error_responses(404, 422, 503),
+    summary="The bars of a time window at screen resolution (sub-pixel bars merged, capped)",
+)
+def timeline_window(
+    trace: str,
+    graph: Graph,
+    settings: AppSettings,
+    t0: Annotated[float, Query(allow_inf_nan=False, description="window start")],
+    t1: Annotated[float, Query(allow_inf_nan=False, description="window end")],
+    px: Annotated[int, Query(ge=1, le=tlmod.MAX_PX, description="window width in pixels")] = 1000,
+    lanes: Annotated[
+        str | None,
+        Query(max_length=10_000, pattern=r"^\d+(,\d+)*$", description="lane ids, comma-separated (default: all)"),
+    ] = None,
+    highlight: Annotated[
+        str | None, Query(max_length=200, description="a highlight source (GET /ui/highlights)")
+    ] = None,
+) -> JSONResponse:
     if not t1 > t0:
         raise HTTPException(422, f"t1: must be greater than t0 ({t1!r} <= {t0!r})")
     tl, _ = _timeline(graph, settings, trace)
@@ -271,10 +291,18 @@ RETURN o.name AS name, o.type AS type, o.device_name AS device, o.start_us AS st
 """
 
 
-@router.get("/traces/{trace}/op", response_model=OpOut, responses=error_responses(404, 422, 503),
-            summary="One op: type, times, device, input and output shapes, kernels (the first 20)")
-def op_detail(trace: str, graph: Graph, settings: AppSettings,
-              name: Annotated[str, Query(min_length=1, max_length=10_000, description="the op's name")]) -> JSONResponse:
+@router.get(
+    "/traces/{trace}/op",
+    response_model=OpOut,
+    responses=error_responses(404, 422, 503),
+    summary="One op: type, times, device, input and output shapes, kernels (the first 20)",
+)
+def op_detail(
+    trace: str,
+    graph: Graph,
+    settings: AppSettings,
+    name: Annotated[str, Query(min_length=1, max_length=10_000, description="the op's name")],
+) -> JSONResponse:
     _facts(graph, trace)
     res = graph.run(OP_QUERY, {"name": name}, trace=trace, timeout_ms=settings.cypher_timeout_ms or None)
     if not res.rows:

@@ -104,7 +104,7 @@ class _Reader:
             folder = self.upload.tmpdir / str(index)
             folder.mkdir()
             self._file = UploadedFile(fname, folder / fname)
-            self._fh = open(self._file.path, "wb")
+            self._fh = open(self._file.path, "wb")  # noqa: SIM115 - written part by part, closed in on_part_end
             self.upload.files.append(self._file)
         else:
             self._fields += 1
@@ -154,7 +154,9 @@ async def read_upload(request: Request, *, max_bytes: int, max_files: int, uploa
     ctype = request.headers.get("content-type", "")
     kind, options = parse_options_header(ctype)
     if kind != b"multipart/form-data":
-        raise HTTPException(415, f"expected a multipart/form-data upload, got {ctype.split(';')[0] or 'no content type'!r}")
+        raise HTTPException(
+            415, f"expected a multipart/form-data upload, got {ctype.split(';')[0] or 'no content type'!r}"
+        )
     boundary = options.get(b"boundary")
     if not boundary:
         raise HTTPException(400, "multipart upload without a boundary")
@@ -165,9 +167,18 @@ async def read_upload(request: Request, *, max_bytes: int, max_files: int, uploa
         os.makedirs(upload_dir, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix="tracegraph-upload-", dir=upload_dir))
     reader = _Reader(tmpdir, max_bytes, max_files)
-    callbacks = {name: getattr(reader, name) for name in (
-        "on_part_begin", "on_part_data", "on_part_end", "on_header_field", "on_header_value",
-        "on_header_end", "on_headers_finished")}
+    callbacks = {
+        name: getattr(reader, name)
+        for name in (
+            "on_part_begin",
+            "on_part_data",
+            "on_part_end",
+            "on_header_field",
+            "on_header_value",
+            "on_header_end",
+            "on_headers_finished",
+        )
+    }
     try:
         parser = MultipartParser(boundary, callbacks)
         # Parsing writes the files: do it off the event loop, a megabyte at a time.
@@ -191,7 +202,9 @@ async def read_upload(request: Request, *, max_bytes: int, max_files: int, uploa
     except (FormParserError, ValueError) as e:
         reader.close()
         reader.upload.cleanup()
-        raise HTTPException(400, f"malformed multipart upload: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise HTTPException(
+            400, f"malformed multipart upload: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
     except BaseException:
         reader.close()
         reader.upload.cleanup()

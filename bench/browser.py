@@ -22,8 +22,14 @@ from pathlib import Path
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -55,8 +61,14 @@ def browser_context(playwright, *, width: int = 1400, height: int = 900, **kwarg
     profile = tempfile.mkdtemp(prefix="tracegraph-chromium-")
     try:
         ctx = playwright.chromium.launch_persistent_context(
-            profile, executable_path=find_chromium(), headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": width, "height": height}, accept_downloads=True, **kwargs)
+            profile,
+            executable_path=find_chromium(),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": width, "height": height},
+            accept_downloads=True,
+            **kwargs,
+        )
         try:
             yield ctx
         finally:
@@ -79,9 +91,13 @@ def serve(home: Path, *, env: dict | None = None, log: Path | None = None, timeo
     for var in ("TRACEGRAPH_DB", "TRACEGRAPH_API_KEY"):
         full.pop(var, None)
     full.update(env or {})
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
-                            env=full, stdout=out, stderr=subprocess.STDOUT)
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the server's log while it runs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
+        env=full,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s

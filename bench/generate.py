@@ -191,8 +191,16 @@ def _model(layers: int, batch: int = 8) -> list:
     add = ops.append
     stages = [(56, 64), (28, 128), (14, 256), (7, 512)]
     add(_Op("_SOURCE", "NoOp", [], cpu=True))
-    add(_Op("IteratorGetNext", "IteratorGetNext", ["IteratorV2"], [[batch, 224, 224, 3], [batch]],
-            [DT_FLOAT, DT_INT64], cpu=True))
+    add(
+        _Op(
+            "IteratorGetNext",
+            "IteratorGetNext",
+            ["IteratorV2"],
+            [[batch, 224, 224, 3], [batch]],
+            [DT_FLOAT, DT_INT64],
+            cpu=True,
+        )
+    )
     x, x_shape = "IteratorGetNext", [batch, 224, 224, 3]
     info = []
     for i in range(layers):
@@ -203,16 +211,37 @@ def _model(layers: int, batch: int = 8) -> list:
         kshape = [3, 3, cin, c]
         act = [batch, hw, hw, c]
         add(_Op(f"{s}/conv/kernel", "VarHandleOp", [], [[]], [DT_RESOURCE], persistent=_nbytes(kshape)))
-        add(_Op(f"{s}/conv/Conv2D/ReadVariableOp", "ReadVariableOp", [f"{s}/conv/kernel"], [kshape],
-                forwards=f"{s}/conv/kernel"))
-        add(_Op(f"{s}/conv/Conv2D", "Conv2D", [x, f"{s}/conv/Conv2D/ReadVariableOp"], [act], kernels=2,
-                temp=_nbytes(act) // 4))
+        add(
+            _Op(
+                f"{s}/conv/Conv2D/ReadVariableOp",
+                "ReadVariableOp",
+                [f"{s}/conv/kernel"],
+                [kshape],
+                forwards=f"{s}/conv/kernel",
+            )
+        )
+        add(
+            _Op(
+                f"{s}/conv/Conv2D",
+                "Conv2D",
+                [x, f"{s}/conv/Conv2D/ReadVariableOp"],
+                [act],
+                kernels=2,
+                temp=_nbytes(act) // 4,
+            )
+        )
         for v, read in (("gamma", "ReadVariableOp"), ("beta", "ReadVariableOp_1")):
             add(_Op(f"{s}/bn/{v}", "VarHandleOp", [], [[]], [DT_RESOURCE], persistent=_nbytes([c])))
             add(_Op(f"{s}/bn/{read}", "ReadVariableOp", [f"{s}/bn/{v}"], [[c]], forwards=f"{s}/bn/{v}"))
-        add(_Op(f"{s}/bn/FusedBatchNormV3", "FusedBatchNormV3", [f"{s}/conv/Conv2D", f"{s}/bn/ReadVariableOp",
-                                                                  f"{s}/bn/ReadVariableOp_1"],
-                [act, [c], [c]], kernels=2))
+        add(
+            _Op(
+                f"{s}/bn/FusedBatchNormV3",
+                "FusedBatchNormV3",
+                [f"{s}/conv/Conv2D", f"{s}/bn/ReadVariableOp", f"{s}/bn/ReadVariableOp_1"],
+                [act, [c], [c]],
+                kernels=2,
+            )
+        )
         out = f"{s}/Relu"
         add(_Op(out, "Relu", [f"{s}/bn/FusedBatchNormV3"], [act], kernels=1))
         residual = None
@@ -227,12 +256,31 @@ def _model(layers: int, batch: int = 8) -> list:
             add(_Op(f"{s}/MaxPool", "MaxPool", [out], [pool_shape], kernels=1))
             pool, out = out, f"{s}/MaxPool"
             act = pool_shape
-        info.append({"s": s, "x": x, "x_shape": x_shape, "out": out, "act": act, "residual": residual,
-                     "pool": pool, "kshape": kshape, "relu_shape": [batch, hw, hw, c]})
+        info.append(
+            {
+                "s": s,
+                "x": x,
+                "x_shape": x_shape,
+                "out": out,
+                "act": act,
+                "residual": residual,
+                "pool": pool,
+                "kshape": kshape,
+                "relu_shape": [batch, hw, hw, c],
+            }
+        )
         x, x_shape = out, act
     add(_Op("loss/Mean", "Mean", [x, "loss/Const"], [[]], kernels=1, keep=True))
-    add(_Op("gradients/Fill", "Fill", ["gradients/Shape", "gradients/grad_ys_0"], [x_shape], kernels=1,
-            copies=[("Snapshot:MEMCPYDtoD", "DtoD", _nbytes(x_shape))]))
+    add(
+        _Op(
+            "gradients/Fill",
+            "Fill",
+            ["gradients/Shape", "gradients/grad_ys_0"],
+            [x_shape],
+            kernels=1,
+            copies=[("Snapshot:MEMCPYDtoD", "DtoD", _nbytes(x_shape))],
+        )
+    )
     g = "gradients/Fill"
     pending: dict = {}
     updates = []
@@ -243,38 +291,96 @@ def _model(layers: int, batch: int = 8) -> list:
             add(_Op(f"gradients/{s}/AddN", "AddN", [g, pending.pop(i)], [d["act"]], kernels=1))
             g = f"gradients/{s}/AddN"
         if d["pool"]:
-            add(_Op(f"gradients/{s}/MaxPool_grad/MaxPoolGrad", "MaxPoolGrad", [d["pool"], d["out"], g],
-                    [d["relu_shape"]], kernels=1))
+            add(
+                _Op(
+                    f"gradients/{s}/MaxPool_grad/MaxPoolGrad",
+                    "MaxPoolGrad",
+                    [d["pool"], d["out"], g],
+                    [d["relu_shape"]],
+                    kernels=1,
+                )
+            )
             g = f"gradients/{s}/MaxPool_grad/MaxPoolGrad"
         if d["residual"]:
             pending[i - 2] = g  # the residual input gets the same gradient
         relu = f"gradients/{s}/Relu_grad/ReluGrad"
-        add(_Op(relu, "ReluGrad", [g, f"{s}/Relu"], [d["relu_shape"]], kernels=1,
-                copies=[("Snapshot:MEMCPYDtoD", "DtoD", _nbytes(d["relu_shape"]))] if i % 10 == 0 else []))
+        add(
+            _Op(
+                relu,
+                "ReluGrad",
+                [g, f"{s}/Relu"],
+                [d["relu_shape"]],
+                kernels=1,
+                copies=[("Snapshot:MEMCPYDtoD", "DtoD", _nbytes(d["relu_shape"]))] if i % 10 == 0 else [],
+            )
+        )
         c = d["kshape"][-1]
         shapes = f"gradients/{s}/conv/Conv2D_grad/ShapeN"
-        add(_Op(shapes, "ShapeN", [d["x"], f"{s}/conv/Conv2D/ReadVariableOp"], [[4], [4]], [DT_INT32, DT_INT32],
-                host=True))
+        add(
+            _Op(
+                shapes,
+                "ShapeN",
+                [d["x"], f"{s}/conv/Conv2D/ReadVariableOp"],
+                [[4], [4]],
+                [DT_INT32, DT_INT32],
+                host=True,
+            )
+        )
         bng = f"gradients/{s}/bn/FusedBatchNormV3_grad/FusedBatchNormGradV3"
-        add(_Op(bng, "FusedBatchNormGradV3", [relu, f"{s}/conv/Conv2D", f"{s}/bn/ReadVariableOp",
-                                              f"{s}/bn/FusedBatchNormV3:1", f"{s}/bn/FusedBatchNormV3:2"],
-                [d["relu_shape"], [c], [c]], kernels=2, temp=_nbytes([c]) * 4))
+        add(
+            _Op(
+                bng,
+                "FusedBatchNormGradV3",
+                [
+                    relu,
+                    f"{s}/conv/Conv2D",
+                    f"{s}/bn/ReadVariableOp",
+                    f"{s}/bn/FusedBatchNormV3:1",
+                    f"{s}/bn/FusedBatchNormV3:2",
+                ],
+                [d["relu_shape"], [c], [c]],
+                kernels=2,
+                temp=_nbytes([c]) * 4,
+            )
+        )
         fg = f"gradients/{s}/conv/Conv2D_grad/Conv2DBackpropFilter"
-        add(_Op(fg, "Conv2DBackpropFilter", [d["x"], f"{shapes}:1", bng],
-                [d["kshape"]], kernels=3, temp=_nbytes(d["relu_shape"]) // 4))
+        add(
+            _Op(
+                fg,
+                "Conv2DBackpropFilter",
+                [d["x"], f"{shapes}:1", bng],
+                [d["kshape"]],
+                kernels=3,
+                temp=_nbytes(d["relu_shape"]) // 4,
+            )
+        )
         upd = f"GradientDescent/update_{s}/conv/kernel/ResourceApplyGradientDescent"
-        add(_Op(upd, "ResourceApplyGradientDescent", [f"{s}/conv/kernel", "GradientDescent/learning_rate", fg],
-                kernels=1))
+        add(
+            _Op(
+                upd,
+                "ResourceApplyGradientDescent",
+                [f"{s}/conv/kernel", "GradientDescent/learning_rate", fg],
+                kernels=1,
+            )
+        )
         updates.append(upd)
         if len(updates) % 8 == 0:
             add(_Op(f"GradientDescent/group_deps_{len(updates) // 8}", "NoOp", [f"^{u}" for u in updates[-8:]]))
         if i > 0:
             gi = f"gradients/{s}/conv/Conv2D_grad/Conv2DBackpropInput"
-            add(_Op(gi, "Conv2DBackpropInput", [shapes, f"{s}/conv/Conv2D/ReadVariableOp", bng],
-                    [d["x_shape"]], kernels=2, temp=_nbytes(d["x_shape"]) // 4))
+            add(
+                _Op(
+                    gi,
+                    "Conv2DBackpropInput",
+                    [shapes, f"{s}/conv/Conv2D/ReadVariableOp", bng],
+                    [d["x_shape"]],
+                    kernels=2,
+                    temp=_nbytes(d["x_shape"]) // 4,
+                )
+            )
             g = gi
     groups = [f"^GradientDescent/group_deps_{k}" for k in range(1, len(updates) // 8 + 1)]
-    rest = [f"^{u}" for u in updates[len(updates) // 8 * 8:]]
+    rest = [f"^{u}" for u in updates[len(updates) // 8 * 8 :]]
     add(_Op("GradientDescent", "NoOp", groups + rest))
     add(_Op("_retval_loss/Mean_0_0", "_Retval", ["loss/Mean/_21"], cpu=True))
     return ops
@@ -337,7 +443,9 @@ def generate(n_ops: int, seed: int = 0) -> Trace:
         t = o.start + 2
         out_bytes = sum(_nbytes(s, dt) for s, dt in zip(o.shapes, o.dtypes or [DT_FLOAT] * len(o.shapes)))
         for k in range(o.kernels):
-            dur = max(2, int(out_bytes / 40_000 * rng.uniform(0.4, 1.6) / o.kernels)) if out_bytes else rng.randint(2, 9)
+            dur = (
+                max(2, int(out_bytes / 40_000 * rng.uniform(0.4, 1.6) / o.kernels)) if out_bytes else rng.randint(2, 9)
+            )
             stream = LANE_STREAMS[o.lane][k % 2]
             streams[stream].append((f"{o.name}:{o.type}", t, dur, ""))
             t += dur + rng.randint(0, 2)
@@ -355,16 +463,25 @@ def generate(n_ops: int, seed: int = 0) -> Trace:
             lanes[o.lane] = o.end
         # Host <-> device copies around the step: the input batch, the loss,
         # and every 16th weight gradient (edge_N_<op>: an op of its own).
-        direction = ("HtoD" if o.name == "IteratorGetNext" else "DtoH" if o.name == "loss/Mean"
-                     or (o.type == "Conv2DBackpropFilter" and edge % 16 == 0) else None)
+        direction = (
+            "HtoD"
+            if o.name == "IteratorGetNext"
+            else "DtoH"
+            if o.name == "loss/Mean" or (o.type == "Conv2DBackpropFilter" and edge % 16 == 0)
+            else None
+        )
         if o.type == "Conv2DBackpropFilter":
             edge += 1
         if direction:
             nbytes = _nbytes(o.shapes[0])
             start = max(o.end + 1, copy_free)
             dur = max(1, nbytes // 100_000)
-            rec = (f"edge_{edge}_{o.name}:MEMCPY{direction}", start, dur,
-                   f"MEMCPY{direction} {nbytes} bytes ({'Pinned to Device' if direction == 'HtoD' else 'Device to Pinned'})")
+            rec = (
+                f"edge_{edge}_{o.name}:MEMCPY{direction}",
+                start,
+                dur,
+                f"MEMCPY{direction} {nbytes} bytes ({'Pinned to Device' if direction == 'HtoD' else 'Device to Pinned'})",
+            )
             streams[COPY_STREAM].append(rec)
             memcpy_dev.append(rec)
             copy_edges.append(rec)
@@ -434,9 +551,16 @@ def generate(n_ops: int, seed: int = 0) -> Trace:
     op_records = {GPU_DEV: [], CPU_DEV: []}
     for o in ops:
         mem, outputs = records_of[o.name]
-        rec = Record(o.name, o.start, o.end - o.start, op_start_rel=1, op_end_rel=max(1, o.end - o.start - 1),
-                     outputs=outputs, scheduled=o.start - rng.randint(2, 9),
-                     stats=(o.temp and (o.temp + 255) // 256 * 256, o.persistent))
+        rec = Record(
+            o.name,
+            o.start,
+            o.end - o.start,
+            op_start_rel=1,
+            op_end_rel=max(1, o.end - o.start - 1),
+            outputs=outputs,
+            scheduled=o.start - rng.randint(2, 9),
+            stats=(o.temp and (o.temp + 255) // 256 * 256, o.persistent),
+        )
         if mem.records:
             allocs = [b for _, b in mem.records if b > 0]
             mem.total = sum(allocs)
@@ -454,11 +578,15 @@ def generate(n_ops: int, seed: int = 0) -> Trace:
         op_records[CPU_DEV if o.cpu else GPU_DEV].append(rec)
 
     def kernel_records(items):
-        return [Record(name, start, dur, op_end_rel=dur, label=label) for name, start, dur, label in
-                sorted(items, key=lambda k: (k[1], k[0]))]
+        return [
+            Record(name, start, dur, op_end_rel=dur, label=label)
+            for name, start, dur, label in sorted(items, key=lambda k: (k[1], k[0]))
+        ]
 
-    devices = [(GPU_DEV, sorted(op_records[GPU_DEV], key=lambda r: r.start)),
-               (CPU_DEV, sorted(op_records[CPU_DEV], key=lambda r: r.start))]
+    devices = [
+        (GPU_DEV, sorted(op_records[GPU_DEV], key=lambda r: r.start)),
+        (CPU_DEV, sorted(op_records[CPU_DEV], key=lambda r: r.start)),
+    ]
     for s in sorted(streams):
         devices.append((STREAM_DEV.format(s), kernel_records(streams[s])))
     devices.append((MEMCPY_DEV, kernel_records(memcpy_dev)))
@@ -597,9 +725,15 @@ def write(trace: Trace, out_dir: Path, stem: str | None = None) -> dict:
     Path(str(text) + ".tmp").replace(text)
     Path(str(binary) + ".tmp").write_bytes(to_message(trace).SerializeToString())
     Path(str(binary) + ".tmp").replace(binary)
-    info = {"ops": trace.n_ops, "seed": trace.seed, "origin": trace.origin, **trace.counts(),
-            "peak_memory": {k: {"peak_bytes": v[0], "peak_us": v[1]} for k, v in trace.peak_memory().items()},
-            "text_bytes": text.stat().st_size, "binary_bytes": binary.stat().st_size}
+    info = {
+        "ops": trace.n_ops,
+        "seed": trace.seed,
+        "origin": trace.origin,
+        **trace.counts(),
+        "peak_memory": {k: {"peak_bytes": v[0], "peak_us": v[1]} for k, v in trace.peak_memory().items()},
+        "text_bytes": text.stat().st_size,
+        "binary_bytes": binary.stat().st_size,
+    }
     meta.write_text(json.dumps(info, indent=2))
     return {"text": text, "binary": binary, "meta": meta, "info": info}
 
@@ -622,9 +756,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     res = write(generate(args.ops, args.seed), args.out, f"stepstats-{args.ops}-s{args.seed}")
     info = res["info"]
-    print(f"{res['text']} ({info['text_bytes'] / 1e6:.1f} MB), {res['binary']} ({info['binary_bytes'] / 1e6:.1f} MB): "
-          f"{info['op_records']} op records, {info['kernel_records']} kernel records "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"{res['text']} ({info['text_bytes'] / 1e6:.1f} MB), {res['binary']} ({info['binary_bytes'] / 1e6:.1f} MB): "
+        f"{info['op_records']} op records, {info['kernel_records']} kernel records "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     return 0
 
 

@@ -43,6 +43,7 @@ SYNC_RECORDS = {"Stream Wait Event", "Stream Sync", "Context Sync", "Event Sync"
 
 # --- HTA side --------------------------------------------------------------------------------------
 
+
 def run_hta(paths: list[str]) -> dict:
     os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
     os.environ["CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE"] = "1"
@@ -62,8 +63,9 @@ def run_hta(paths: list[str]) -> dict:
         t0 = time.perf_counter()
         ta = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
         t1 = time.perf_counter()
-        _, kernels = ta.get_gpu_kernel_breakdown(visualize=False, num_kernels=10**9, duration_ratio=1.0,
-                                                 include_memory_kernels=True)
+        _, kernels = ta.get_gpu_kernel_breakdown(
+            visualize=False, num_kernels=10**9, duration_ratio=1.0, include_memory_kernels=True
+        )
         t2 = time.perf_counter()
         rank = ta.t.get_ranks()[0]
         g, ok = ta.critical_path_analysis(rank=rank, annotation="", instance_id=None)
@@ -71,20 +73,28 @@ def run_hta(paths: list[str]) -> dict:
         t3 = time.perf_counter()
         df = ta.t.get_trace(rank)
         sym = ta.t.symbol_table.get_sym_table()
-        gpu = df[df["stream"].ne(-1) & df["cat"].map(lambda c: sym[c] in ("kernel", "gpu_memcpy", "gpu_memset"))]
+        gpu = df[
+            df["stream"].ne(-1) & df["cat"].map(lambda c, sym=sym: sym[c] in ("kernel", "gpu_memcpy", "gpu_memset"))
+        ]
         busy = {}
         for s, part in gpu.groupby("stream"):
             m = merge_kernel_intervals(part[["ts", "dur"]].copy())
             busy[f"stream:{s}"] = float((m["end"] - m["ts"]).sum())
-        out[p] = {"load_s": t1 - t0, "kernel_breakdown_s": t2 - t1, "critical_path_s": t3 - t2,
-                  "kernels": {r["name"]: float(r["sum (us)"]) for _, r in kernels.iterrows()},
-                  "stream_busy_us": busy, "critical_path_us": length, "critical_path_ok": bool(ok)}
-        print(f"hta {p}: load {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, critical path {t3 - t2:.2f} s",
-              file=sys.stderr)
+        out[p] = {
+            "load_s": t1 - t0,
+            "kernel_breakdown_s": t2 - t1,
+            "critical_path_s": t3 - t2,
+            "kernels": {r["name"]: float(r["sum (us)"]) for _, r in kernels.iterrows()},
+            "stream_busy_us": busy,
+            "critical_path_us": length,
+            "critical_path_ok": bool(ok),
+        }
+        print(f"hta {p}: load {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, critical path {t3 - t2:.2f} s", file=sys.stderr)
     return out
 
 
 # --- tracegraph side ------------------------------------------------------------------------------
+
 
 def run_tracegraph(paths: list[str]) -> dict:
     home = tempfile.mkdtemp(prefix="tg-hta-")
@@ -103,21 +113,32 @@ def run_tracegraph(paths: list[str]) -> dict:
             t0 = time.perf_counter()
             report = ingest(graph, [Path(p)], name)
             t1 = time.perf_counter()
-            kernels = dict(graph.run("MATCH (k:Kernel {trace: $t}) RETURN k.name, sum(k.dur_us)", {"t": name},
-                                     trace=name).rows)
+            kernels = dict(
+                graph.run("MATCH (k:Kernel {trace: $t}) RETURN k.name, sum(k.dur_us)", {"t": name}, trace=name).rows
+            )
             util = run_analysis(graph, "stream-utilization", name, {})
             t2 = time.perf_counter()
             run_analysis(graph, "observed-critical-path", name, {})
-            length = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us",
-                               {"t": name}, trace=name).rows[0][0]
+            length = graph.run(
+                "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us", {"t": name}, trace=name
+            ).rows[0][0]
             t3 = time.perf_counter()
             cols = util.columns
             busy = {r[cols.index("stream")]: r[cols.index("busy_us")] for r in util.rows}
-            out[p] = {"ingest_s": t1 - t0, "timings": report.timings, "kernel_breakdown_s": t2 - t1,
-                      "critical_path_s": t3 - t2, "kernels": kernels, "stream_busy_us": busy,
-                      "critical_path_us": length}
-            print(f"tracegraph {p}: ingest {t1 - t0:.2f} s ({', '.join(f'{k} {v:.2f}' for k, v in report.timings.items())}),"
-                  f" kernels+streams {t2 - t1:.2f} s, path {t3 - t2:.2f} s", file=sys.stderr)
+            out[p] = {
+                "ingest_s": t1 - t0,
+                "timings": report.timings,
+                "kernel_breakdown_s": t2 - t1,
+                "critical_path_s": t3 - t2,
+                "kernels": kernels,
+                "stream_busy_us": busy,
+                "critical_path_us": length,
+            }
+            print(
+                f"tracegraph {p}: ingest {t1 - t0:.2f} s ({', '.join(f'{k} {v:.2f}' for k, v in report.timings.items())}),"
+                f" kernels+streams {t2 - t1:.2f} s, path {t3 - t2:.2f} s",
+                file=sys.stderr,
+            )
     finally:
         graph.close()
     return out
@@ -125,10 +146,14 @@ def run_tracegraph(paths: list[str]) -> dict:
 
 # --- report ----------------------------------------------------------------------------------------
 
+
 def report(hta: dict, tg: dict) -> str:
-    lines = ["| trace | size | HTA load + breakdown + path (s) | tracegraph ingest + analyses (s) | "
-             "critical path HTA (us) | observed path tracegraph (us) | diff | kernel names equal / max diff (us) | "
-             "streams busy max diff (us) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| trace | size | HTA load + breakdown + path (s) | tracegraph ingest + analyses (s) | "
+        "critical path HTA (us) | observed path tracegraph (us) | diff | kernel names equal / max diff (us) | "
+        "streams busy max diff (us) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in hta:
         h, t = hta[p], tg[p]
         size = os.path.getsize(p) / 1e6
@@ -141,14 +166,17 @@ def report(hta: dict, tg: dict) -> str:
         names = set(hk) == set(t["kernels"])
         kd = max((abs(hk[k] - t["kernels"].get(k, 0.0)) for k in hk), default=0.0)
         sd = max((abs(v - t["stream_busy_us"].get(s, 0.0)) for s, v in h["stream_busy_us"].items()), default=0.0)
-        lines.append(f"| {Path(p).name} | {size:.1f} MB | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + "
-                     f"{h['critical_path_s']:.2f} = {hs:.2f} | {t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + "
-                     f"{t['critical_path_s']:.2f} = {ts:.2f} | {h['critical_path_us']:,.1f} | "
-                     f"{t['critical_path_us']:,.1f} | {diff:+.3f}% | {'yes' if names else 'NO'} / {kd:.3g} | {sd:.3g} |")
+        lines.append(
+            f"| {Path(p).name} | {size:.1f} MB | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + "
+            f"{h['critical_path_s']:.2f} = {hs:.2f} | {t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + "
+            f"{t['critical_path_s']:.2f} = {ts:.2f} | {h['critical_path_us']:,.1f} | "
+            f"{t['critical_path_us']:,.1f} | {diff:+.3f}% | {'yes' if names else 'NO'} / {kd:.3g} | {sd:.3g} |"
+        )
     return "\n".join(lines)
 
 
 # --- a big trace -----------------------------------------------------------------------------------
+
 
 def big(src: Path, out: Path, mb: float) -> None:
     """Replicate ``src``'s events until the JSON text reaches ``mb`` MB."""
@@ -159,8 +187,13 @@ def big(src: Path, out: Path, mb: float) -> None:
     start = min(e["ts"] for e in events if "ts" in e)
     end = max(e["ts"] + e.get("dur", 0) for e in events if "ts" in e)
     span = end - start + 10
-    corr_max = max([e.get("args", {}).get("correlation", 0) for e in events] + [e.get("id", 0) for e in events
-                                                                                 if isinstance(e.get("id"), int)]) + 1
+    corr_max = (
+        max(
+            [e.get("args", {}).get("correlation", 0) for e in events]
+            + [e.get("id", 0) for e in events if isinstance(e.get("id"), int)]
+        )
+        + 1
+    )
     one = len(json.dumps(events))
     copies = max(1, int(mb * 1e6 / one) + 1)
     header = {k: v for k, v in doc.items() if k != "traceEvents"}
@@ -183,8 +216,11 @@ def big(src: Path, out: Path, mb: float) -> None:
                 chunk.append(json.dumps(e))
             f.write(",\n" + ",\n".join(chunk))
         f.write("]}")
-    print(f"{out}: {copies} copies of {src.name}, {copies * one / 1e6:.0f} MB of events "
-          f"({os.path.getsize(out) / 1e6:.1f} MB gzipped)", file=sys.stderr)
+    print(
+        f"{out}: {copies} copies of {src.name}, {copies * one / 1e6:.0f} MB of events "
+        f"({os.path.getsize(out) / 1e6:.1f} MB gzipped)",
+        file=sys.stderr,
+    )
 
 
 def main(argv=None) -> int:

@@ -46,23 +46,30 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
     for t in tables.nodes:
         rows = [dict(r, trace=trace) for r in row_dicts(t.frame, ["uid", *t.columns], tables.int_columns)]
         for i in range(0, len(rows), BATCH):
-            batch(f"UNWIND $rows AS r CREATE (n:{t.label}) SET n = r", rows[i:i + BATCH])
+            batch(f"UNWIND $rows AS r CREATE (n:{t.label}) SET n = r", rows[i : i + BATCH])
         written += len(rows)
     with driver.session(database=database) as s:
         s.run("CREATE (t:Trace {trace: $trace, uid: 'trace'})", trace=trace).consume()
     written += 1
     for r in tables.rels:
-        rows = [{"src": x.get(r.src), "dst": x.get(r.dst), "props": {c: x[c] for c in r.columns if c in x}}
-                for x in row_dicts(r.frame, [r.src, r.dst, *r.columns], tables.int_columns)]
-        query = (f"UNWIND $rows AS r MATCH (a:{r.start} {{trace: $trace, uid: r.src}}) "
-                 f"MATCH (b:{r.end} {{trace: $trace, uid: r.dst}}) CREATE (a)-[e:{r.type}]->(b) SET e = r.props")
+        rows = [
+            {"src": x.get(r.src), "dst": x.get(r.dst), "props": {c: x[c] for c in r.columns if c in x}}
+            for x in row_dicts(r.frame, [r.src, r.dst, *r.columns], tables.int_columns)
+        ]
+        query = (
+            f"UNWIND $rows AS r MATCH (a:{r.start} {{trace: $trace, uid: r.src}}) "
+            f"MATCH (b:{r.end} {{trace: $trace, uid: r.dst}}) CREATE (a)-[e:{r.type}]->(b) SET e = r.props"
+        )
         for i in range(0, len(rows), BATCH):
-            batch(query, rows[i:i + BATCH])
+            batch(query, rows[i : i + BATCH])
         written += len(rows)
     for rel, label in tables.membership:
         with driver.session(database=database) as s:
-            n = s.run(f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) MATCH (n:{label} {{trace: $trace}}) "
-                      f"CREATE (t)-[:{rel}]->(n) RETURN count(*) AS c", trace=trace).single()["c"]
+            n = s.run(
+                f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) MATCH (n:{label} {{trace: $trace}}) "
+                f"CREATE (t)-[:{rel}]->(n) RETURN count(*) AS c",
+                trace=trace,
+            ).single()["c"]
         written += n
     return written
 
@@ -71,8 +78,11 @@ def delete(graph: Any, trace: str) -> None:
     from tracegraph.db.base import LABELS
 
     for label in LABELS:
-        while graph.run(f"MATCH (n:{label} {{trace: $trace}}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)",
-                        {"trace": trace}, write=True).rows[0][0]:
+        while graph.run(
+            f"MATCH (n:{label} {{trace: $trace}}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)",
+            {"trace": trace},
+            write=True,
+        ).rows[0][0]:
             pass
 
 
@@ -95,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         files = generate.write(generate.generate(args.ops, seed=0), Path(tmp))
         tf = parse_files([files["binary"]])
         tables = trace_tables(tf, enrich(tf))
-    elements = tables.elements() + 1 + sum(len(t.frame) for t in tables.nodes
-                                           if t.label in {label for _, label in tables.membership})
+    elements = (
+        tables.elements()
+        + 1
+        + sum(len(t.frame) for t in tables.nodes if t.label in {label for _, label in tables.membership})
+    )
     best: dict[str, float] = {}
     for run in range(args.repeat):
         for name in ("reference", "tracegraph"):
@@ -117,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ref, ours = elements / best["reference"], elements / best["tracegraph"]
     print(f"\n{args.ops:,} ops, {elements:,} graph elements, best of {args.repeat}:")
     print(f"  reference loader  {best['reference']:6.2f} s  {ref:10,.0f} elements/s")
-    print(f"  tracegraph        {best['tracegraph']:6.2f} s  {ours:10,.0f} elements/s  ({ours / ref:.2f}x the reference)")
+    print(
+        f"  tracegraph        {best['tracegraph']:6.2f} s  {ours:10,.0f} elements/s  ({ours / ref:.2f}x the reference)"
+    )
     graph.close()
     return 0
 

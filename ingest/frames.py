@@ -98,8 +98,11 @@ class TraceFrames:
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Every table of :mod:`schema` that the frames hold, by name."""
-        return {t.name: getattr(self, t.name) for t in schema.TABLES if isinstance(getattr(self, t.name, None),
-                                                                                     pd.DataFrame)}
+        return {
+            t.name: getattr(self, t.name)
+            for t in schema.TABLES
+            if isinstance(getattr(self, t.name, None), pd.DataFrame)
+        }
 
     def check_enriched(self) -> None:
         """ValueError unless enrichment added every column schema says it adds."""
@@ -119,7 +122,8 @@ class TraceFrames:
         if self.time_unit not in TIME_UNITS:
             raise ValueError(f"unknown time unit {self.time_unit!r}")
         tables = {
-            "ops": (self.ops, OP_COLUMNS), "kernels": (self.kernels, KERNEL_COLUMNS),
+            "ops": (self.ops, OP_COLUMNS),
+            "kernels": (self.kernels, KERNEL_COLUMNS),
             "tensors": (self.tensors, TENSOR_COLUMNS),
             "consumes": (self.consumes, CONSUME_COLUMNS),
             "deps": (self.deps, DEP_COLUMNS),

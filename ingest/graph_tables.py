@@ -9,7 +9,7 @@ loader writes, so all engines hold the same graph.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -24,22 +24,21 @@ from tracegraph.ingest.frames import TraceFrames
 def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
     """The enriched frames as node and relationship tables, plus the Trace node's properties."""
     frames = _frames(tf)
-    nodes = [NodeTable(t.label, t.name, frames[t.name], tuple(t.properties()))
-             for t in schema.NODE_TABLES]
+    nodes = [NodeTable(t.label, t.name, frames[t.name], tuple(t.properties())) for t in schema.NODE_TABLES]
     rels = []
     for r in schema.RELATIONSHIPS:
         df = frames[r.table]
         df = df[df[r.src].notna() & df[r.dst].notna()]
         rels.append(RelTable(r.type, r.start, r.end, r.table, df, r.src, r.dst, r.properties))
-    counts = {"nodes": {t.label: len(t.frame) for t in nodes},
-              "relationships": {}}
+    counts = {"nodes": {t.label: len(t.frame) for t in nodes}, "relationships": {}}
     for t in rels:
         counts["relationships"][t.type] = counts["relationships"].get(t.type, 0) + len(t.frame)
     for rel, label in schema.MEMBERSHIP:
         counts["relationships"][rel] = counts["nodes"][label]
     props = _trace_props(tf, summary, counts)
-    return TraceTables(trace_props=props, nodes=nodes, rels=rels, membership=list(schema.MEMBERSHIP),
-                       int_columns=schema.int_columns())
+    return TraceTables(
+        trace_props=props, nodes=nodes, rels=rels, membership=list(schema.MEMBERSHIP), int_columns=schema.int_columns()
+    )
 
 
 def counts_of(tables: TraceTables) -> dict[str, dict[str, int]]:
@@ -71,20 +70,28 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         "streams": tf.streams.assign(device_name=names(tf.streams["device"])),
         "allocators": tf.allocators.assign(device_name=names(tf.allocators["device"])),
         "ops": tf.ops.assign(device_name=names(tf.ops["device"])),
-        "kernels": tf.kernels.assign(op_name=names(tf.kernels["op"]), stream_name=names(tf.kernels["stream"]),
-                                     device_name=names(tf.kernels["stream"], device_of)),
+        "kernels": tf.kernels.assign(
+            op_name=names(tf.kernels["op"]),
+            stream_name=names(tf.kernels["stream"]),
+            device_name=names(tf.kernels["stream"], device_of),
+        ),
         "tensors": tf.tensors.assign(producer_name=names(tf.tensors["producer"])),
-        "allocations": tf.allocations.assign(allocator_name=names(tf.allocations["allocator"]),
-                                             op_name=names(tf.allocations["op"]),
-                                             tensor_name=names(tf.allocations["tensor"])),
+        "allocations": tf.allocations.assign(
+            allocator_name=names(tf.allocations["allocator"]),
+            op_name=names(tf.allocations["op"]),
+            tensor_name=names(tf.allocations["tensor"]),
+        ),
         "timelines": _timelines(tf.allocators),
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
         "host_waits": syncs[syncs["kind"] == "host_wait"],
         "stream_waits": syncs[syncs["kind"] == "stream_wait"],
-        **{f"observed_next_{a[0].lower()}{b[0].lower()}": nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
-           for a in ("Op", "Kernel") for b in ("Op", "Kernel")},
+        **{
+            f"observed_next_{a[0].lower()}{b[0].lower()}": nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
+            for a in ("Op", "Kernel")
+            for b in ("Op", "Kernel")
+        },
     }
 
 
@@ -97,38 +104,48 @@ def _op_totals(ops: pd.DataFrame) -> pd.DataFrame:
     them from the small per-trace nodes it keeps side by side.
     """
     executed = ops[ops["executed"].fillna(True).astype(bool)]
-    grouped = (executed.assign(type=executed["type"].fillna(""))
-               .groupby(["name", "type"], sort=True)["weight_us"].agg(["sum", "size"]).reset_index())
-    return pd.DataFrame({
-        "uid": ["optotals"], "ops": [grouped["name"].astype(str).tolist()],
-        "types": [grouped["type"].astype(str).tolist()],
-        "weights_us": [grouped["sum"].astype(float).tolist()],
-        "runs": [grouped["size"].astype(int).tolist()],
-    })
+    grouped = (
+        executed.assign(type=executed["type"].fillna(""))
+        .groupby(["name", "type"], sort=True)["weight_us"]
+        .agg(["sum", "size"])
+        .reset_index()
+    )
+    return pd.DataFrame(
+        {
+            "uid": ["optotals"],
+            "ops": [grouped["name"].astype(str).tolist()],
+            "types": [grouped["type"].astype(str).tolist()],
+            "weights_us": [grouped["sum"].astype(float).tolist()],
+            "runs": [grouped["size"].astype(int).tolist()],
+        }
+    )
 
 
 def _timelines(allocators: pd.DataFrame) -> pd.DataFrame:
     """One MemoryTimeline row per allocator that has a timeline."""
     al = allocators[allocators["timeline_us"].notna()] if "timeline_us" in allocators else allocators.iloc[:0]
-    return pd.DataFrame({
-        "uid": ("timeline:" + al["uid"].astype(str)).tolist(),
-        "allocator": al["uid"].tolist(),
-        "allocator_name": al["name"].tolist(),
-        "points": [len(t) for t in al.get("timeline_us", [])],
-        "t_us": al.get("timeline_us", pd.Series(dtype=object)).tolist(),
-        "live_bytes": al.get("timeline_bytes", pd.Series(dtype=object)).tolist(),
-    }, columns=["uid", "allocator", "allocator_name", "points", "t_us", "live_bytes"])
+    return pd.DataFrame(
+        {
+            "uid": ("timeline:" + al["uid"].astype(str)).tolist(),
+            "allocator": al["uid"].tolist(),
+            "allocator_name": al["name"].tolist(),
+            "points": [len(t) for t in al.get("timeline_us", [])],
+            "t_us": al.get("timeline_us", pd.Series(dtype=object)).tolist(),
+            "live_bytes": al.get("timeline_bytes", pd.Series(dtype=object)).tolist(),
+        },
+        columns=["uid", "allocator", "allocator_name", "points", "t_us", "live_bytes"],
+    )
 
 
 def _trace_props(tf: TraceFrames, summary: Summary, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
     props = {k: v for k, v in summary.props.items() if not missing(v)}
     props["schema_version"] = SCHEMA_VERSION
-    props["ingested_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    props["ingested_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     props["node_count"] = sum(counts["nodes"].values()) + 1
     props["relationship_count"] = sum(counts["relationships"].values())
     props["counts"] = json.dumps(counts)
     for k, v in tf.meta.items():
-        if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63:
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
             v = int(v)  # FalkorDB answers floats with 15 significant digits: whole numbers stay exact as ints
         if isinstance(v, (str, int, float, bool)):
             props[f"meta_{k}"] = v

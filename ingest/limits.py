@@ -36,12 +36,12 @@ MAX_LINE_BYTES = 1 * MiB
 # readers of whole documents (StepStats, MegEngine JSON) need several times
 # the file in memory, streamed formats only what they keep per op.
 MAX_FILE_BYTES: dict[str, int] = {
-    "pytorch-kineto": 4 * GiB,      # streamed event by event; decompressed size for .gz
-    "tf-stepstats": 1 * GiB,        # read whole; protobuf cannot parse a binary message over 2 GiB anyway
+    "pytorch-kineto": 4 * GiB,  # streamed event by event; decompressed size for .gz
+    "tf-stepstats": 1 * GiB,  # read whole; protobuf cannot parse a binary message over 2 GiB anyway
     "megengine-profile": 512 * MiB,  # one JSON document, read whole
-    "chainer-graph": 256 * MiB,     # streamed by line
-    "tf-oplist": 256 * MiB,         # streamed by line
-    "tf-opnames": 256 * MiB,        # streamed by line
+    "chainer-graph": 256 * MiB,  # streamed by line
+    "tf-oplist": 256 * MiB,  # streamed by line
+    "tf-opnames": 256 * MiB,  # streamed by line
 }
 
 

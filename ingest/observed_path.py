@@ -68,6 +68,7 @@ segments sum to the path's span.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 
@@ -77,11 +78,22 @@ import pandas as pd
 from tracegraph.ingest import schema
 from tracegraph.ingest.frames import TraceFrames
 
-BLOCKING_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaEventQuery", "cudaMemcpy",
-    "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipEventQuery",
-    "hipMemcpy", "hipMemcpyAsync",
-})
+BLOCKING_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaEventQuery",
+        "cudaMemcpy",
+        "cudaMemcpyAsync",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipEventQuery",
+        "hipMemcpy",
+        "hipMemcpyAsync",
+    }
+)
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 NOT_WORK = frozenset({"user_annotation", "python_function"})
 # A stream gap longer than this is not scheduling overhead (HTA's threshold).
@@ -157,10 +169,10 @@ class _Graph:
         self.n_ops = n_ops
         self.n_nodes = 2 * (n_ops + n_k)
         self.t = np.empty(self.n_nodes)
-        self.t[0:2 * n_ops:2] = start[self.op_rows]
-        self.t[1:2 * n_ops:2] = np.maximum(end[self.op_rows], start[self.op_rows])
-        self.t[2 * n_ops::2] = kstart[self.kernel_rows]
-        self.t[2 * n_ops + 1::2] = np.maximum(kend[self.kernel_rows], kstart[self.kernel_rows])
+        self.t[0 : 2 * n_ops : 2] = start[self.op_rows]
+        self.t[1 : 2 * n_ops : 2] = np.maximum(end[self.op_rows], start[self.op_rows])
+        self.t[2 * n_ops :: 2] = kstart[self.kernel_rows]
+        self.t[2 * n_ops + 1 :: 2] = np.maximum(kend[self.kernel_rows], kstart[self.kernel_rows])
         self.e = _Edges([], [], [], [], [])
         uids = ops["uid"].tolist()
         self.op_element = {uids[r]: i for i, r in enumerate(self.op_rows)}
@@ -176,8 +188,9 @@ class _Graph:
                 self.role.append("cpu_op")
         threads = ops["thread"].tolist()
         devices = ops["device"].tolist()
-        self.resource = [threads[r] if isinstance(threads[r], str) else _device_name(tf, devices[r])
-                         for r in self.op_rows]
+        self.resource = [
+            threads[r] if isinstance(threads[r], str) else _device_name(tf, devices[r]) for r in self.op_rows
+        ]
         self.kernel_resource = _kernel_resources(tf, self.kernel_rows)
         self.kernel_kind = [_KERNEL_KIND.get(k, "kernel") for k in kernels["kind"].iloc[self.kernel_rows]]
         self._host_edges(tf, uids, threads)
@@ -220,7 +233,7 @@ class _Graph:
             threaded = items[0][1]
             elems = [k[2] for k, _ in items]
             if threaded:
-                for a, b in zip(elems, elems[1:]):
+                for a, b in itertools.pairwise(elems):
                     self.e.add(2 * a + 1, 2 * b, 0.0, "idle", b)
             else:
                 ends = np.array([t[2 * a + 1] for a in elems])
@@ -271,15 +284,16 @@ class _Graph:
             counted_launch = False
             if op is not None:
                 ls = t[2 * op]
-                counted_launch = ((prev is None or t[2 * prev + 1] < ls) and all(se < ls for se in sync_ends))
+                counted_launch = (prev is None or t[2 * prev + 1] < ls) and all(se < ls for se in sync_ends)
                 if counted_launch:
                     self.e.add(2 * op, 2 * e, max(0.0, t[2 * e] - ls), "runtime", op)
                 else:
                     self.e.add(2 * op, 2 * e, 0.0, "idle", e)
             if prev is not None:
                 gap = t[2 * e] - t[2 * prev + 1]
-                counted_gap = (not counted_launch and gap < KERNEL_GAP_LIMIT_US
-                               and all(se < t[2 * prev + 1] for se in sync_ends))
+                counted_gap = (
+                    not counted_launch and gap < KERNEL_GAP_LIMIT_US and all(se < t[2 * prev + 1] for se in sync_ends)
+                )
                 self.e.add(2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, "idle", e)
             last[streams[i]] = e
 
@@ -323,8 +337,12 @@ class _Graph:
             if not back.any():
                 raise ValueError("the happens-before graph has a cycle")
             keep = (~back).tolist()
-            self.e = _Edges(*[[v for v, k in zip(x, keep) if k] for x in
-                              (self.e.src, self.e.dst, self.e.weight, self.e.kind, self.e.attr)])
+            self.e = _Edges(
+                *[
+                    [v for v, k in zip(x, keep) if k]
+                    for x in (self.e.src, self.e.dst, self.e.weight, self.e.kind, self.e.attr)
+                ]
+            )
             return self.longest()
         best_arr = np.asarray(best)
         top = best_arr.max()
@@ -395,6 +413,13 @@ def _store(tf: TraceFrames, g: _Graph, rows: list[tuple]) -> None:
     for step in range(len(rows) - 1):
         a, b = rows[step][0], rows[step + 1][0]
         if a != b:
-            nxt.append({"src": uid_of[a][0], "dst": uid_of[b][0], "step": step,
-                        "src_label": uid_of[a][1], "dst_label": uid_of[b][1]})
+            nxt.append(
+                {
+                    "src": uid_of[a][0],
+                    "dst": uid_of[b][0],
+                    "step": step,
+                    "src_label": uid_of[a][1],
+                    "dst_label": uid_of[b][1],
+                }
+            )
     tf.observed_next = pd.DataFrame(nxt, columns=["src", "dst", "step", "src_label", "dst_label"])

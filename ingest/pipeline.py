@@ -67,8 +67,9 @@ def expand(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     for p in map(Path, paths):
         if p.is_dir():
             try:
-                inside = sorted((c for c in p.iterdir() if not c.name.startswith(".") and c.is_file()),
-                                key=lambda c: c.name)
+                inside = sorted(
+                    (c for c in p.iterdir() if not c.name.startswith(".") and c.is_file()), key=lambda c: c.name
+                )
             except OSError as e:
                 raise InputError(p, f"cannot read directory: {e.strerror or e}") from None
             if not inside:
@@ -124,8 +125,10 @@ def _detect_all(files: list[Path], folders: list[Path], fmt: str) -> list[tuple[
     if folders and (unreadable or reason):
         why = "some are no trace" if unreadable else "more than one timed profile"
         listed = found[:_LISTED] + ([f"and {len(found) - _LISTED} more"] if len(found) > _LISTED else [])
-        raise InputError(", ".join(str(f) for f in folders),
-                         f"its files do not form one trace ({why}; name the files to use): " + "; ".join(listed))
+        raise InputError(
+            ", ".join(str(f) for f in folders),
+            f"its files do not form one trace ({why}; name the files to use): " + "; ".join(listed),
+        )
     if reason:
         raise UserError(reason)
     return named
@@ -184,8 +187,14 @@ def _silent(phase: str, done: int, total: int | None) -> None:
     pass
 
 
-def prepare(paths: list[Path], trace: str, *, fmt: str = "auto", source_names: dict[str, str] | None = None,
-            progress: PhaseProgress | None = None) -> Prepared:
+def prepare(
+    paths: list[Path],
+    trace: str,
+    *,
+    fmt: str = "auto",
+    source_names: dict[str, str] | None = None,
+    progress: PhaseProgress | None = None,
+) -> Prepared:
     """Parse, check and enrich: everything that can fail on the input, no
     database needed.
 
@@ -209,22 +218,35 @@ def prepare(paths: list[Path], trace: str, *, fmt: str = "auto", source_names: d
     return Prepared(trace, tables, {"parse_s": t1 - t0, "enrich_s": t2 - t1})
 
 
-def store(graph: Graph, prepared: Prepared, *, replace: bool = False,
-          progress: PhaseProgress | None = None) -> IngestReport:
+def store(
+    graph: Graph, prepared: Prepared, *, replace: bool = False, progress: PhaseProgress | None = None
+) -> IngestReport:
     """Write a prepared trace, atomically."""
     report = progress or _silent
     t0 = time.perf_counter()
-    counts = graph.store_trace(prepared.trace, prepared.tables, replace=replace,
-                               progress=lambda done, total: report("write", done, total))
+    counts = graph.store_trace(
+        prepared.trace, prepared.tables, replace=replace, progress=lambda done, total: report("write", done, total)
+    )
     load = time.perf_counter() - t0
     timings = {**prepared.timings, "load_s": load}
     timings["total_s"] = timings["parse_s"] + timings["enrich_s"] + load
     return IngestReport(trace=prepared.trace, counts=counts, timings=timings)
 
 
-def ingest(graph: Graph, paths: list[Path], trace: str, *, fmt: str = "auto",
-           replace: bool = False, progress: PhaseProgress | None = None,
-           source_names: dict[str, str] | None = None) -> IngestReport:
+def ingest(
+    graph: Graph,
+    paths: list[Path],
+    trace: str,
+    *,
+    fmt: str = "auto",
+    replace: bool = False,
+    progress: PhaseProgress | None = None,
+    source_names: dict[str, str] | None = None,
+) -> IngestReport:
     """Parse and validate everything first; only then write, atomically."""
-    return store(graph, prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress),
-                 replace=replace, progress=progress)
+    return store(
+        graph,
+        prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress),
+        replace=replace,
+        progress=progress,
+    )

@@ -65,7 +65,7 @@ def head_lines(head: bytes) -> list[str] | None:
         return None
     if len(head) >= SNIFF_BYTES:
         cut = head.rfind(b"\n")
-        head = head[:cut + 1] if cut >= 0 else b""
+        head = head[: cut + 1] if cut >= 0 else b""
     try:
         text = head.decode("utf-8")
     except UnicodeDecodeError:

@@ -135,44 +135,69 @@ _U32 = (0, (1 << 32) - 1)
 SCHEMA: dict = {
     RunMetadata: {"step_stats": ("m", StepStats)},
     StepStats: {"dev_stats": ("r", DeviceStepStats)},
-    DeviceStepStats: {"device": ("s", None), "node_stats": ("r", NodeExecStats),
-                      "thread_names": ("r", ThreadNamesEntry)},
+    DeviceStepStats: {
+        "device": ("s", None),
+        "node_stats": ("r", NodeExecStats),
+        "thread_names": ("r", ThreadNamesEntry),
+    },
     ThreadNamesEntry: {"key": ("int", _U32), "value": ("s", None)},
     NodeExecStats: {
-        "node_name": ("s", None), "all_start_micros": ("int", _I64), "op_start_rel_micros": ("int", _I64),
-        "op_end_rel_micros": ("int", _I64), "all_end_rel_micros": ("int", _I64),
-        "memory": ("r", AllocatorMemoryUsed), "output": ("r", NodeOutput), "timeline_label": ("s", None),
-        "scheduled_micros": ("int", _I64), "thread_id": ("int", _U32),
-        "referenced_tensor": ("r", AllocationDescription), "memory_stats": ("m", MemoryStats),
-        "all_start_nanos": ("int", _I64), "op_start_rel_nanos": ("int", _I64), "op_end_rel_nanos": ("int", _I64),
-        "all_end_rel_nanos": ("int", _I64), "scheduled_nanos": ("int", _I64),
+        "node_name": ("s", None),
+        "all_start_micros": ("int", _I64),
+        "op_start_rel_micros": ("int", _I64),
+        "op_end_rel_micros": ("int", _I64),
+        "all_end_rel_micros": ("int", _I64),
+        "memory": ("r", AllocatorMemoryUsed),
+        "output": ("r", NodeOutput),
+        "timeline_label": ("s", None),
+        "scheduled_micros": ("int", _I64),
+        "thread_id": ("int", _U32),
+        "referenced_tensor": ("r", AllocationDescription),
+        "memory_stats": ("m", MemoryStats),
+        "all_start_nanos": ("int", _I64),
+        "op_start_rel_nanos": ("int", _I64),
+        "op_end_rel_nanos": ("int", _I64),
+        "all_end_rel_nanos": ("int", _I64),
+        "scheduled_nanos": ("int", _I64),
     },
     AllocatorMemoryUsed: {
-        "allocator_name": ("s", None), "total_bytes": ("int", _I64), "peak_bytes": ("int", _I64),
-        "live_bytes": ("int", _I64), "allocation_records": ("r", AllocationRecord),
+        "allocator_name": ("s", None),
+        "total_bytes": ("int", _I64),
+        "peak_bytes": ("int", _I64),
+        "live_bytes": ("int", _I64),
+        "allocation_records": ("r", AllocationRecord),
         "allocator_bytes_in_use": ("int", _I64),
     },
     AllocationRecord: {"alloc_micros": ("int", _I64), "alloc_bytes": ("int", _I64)},
     NodeOutput: {"slot": ("int", _I32), "tensor_description": ("m", TensorDescription)},
-    TensorDescription: {"dtype": ("enum", None), "shape": ("m", TensorShapeProto),
-                        "allocation_description": ("m", AllocationDescription)},
+    TensorDescription: {
+        "dtype": ("enum", None),
+        "shape": ("m", TensorShapeProto),
+        "allocation_description": ("m", AllocationDescription),
+    },
     TensorShapeProto: {"dim": ("r", Dim), "unknown_rank": ("bool", None)},
     Dim: {"size": ("int", _I64), "name": ("s", None)},
     AllocationDescription: {
-        "requested_bytes": ("int", _I64), "allocated_bytes": ("int", _I64), "allocator_name": ("s", None),
-        "allocation_id": ("int", _I64), "has_single_reference": ("bool", None), "ptr": ("int", _U64),
+        "requested_bytes": ("int", _I64),
+        "allocated_bytes": ("int", _I64),
+        "allocator_name": ("s", None),
+        "allocation_id": ("int", _I64),
+        "has_single_reference": ("bool", None),
+        "ptr": ("int", _U64),
     },
     MemoryStats: {
-        "temp_memory_size": ("int", _I64), "persistent_memory_size": ("int", _I64),
-        "persistent_tensor_alloc_ids": ("Rint", _I64), "device_temp_memory_size": ("int", _I64),
-        "device_persistent_memory_size": ("int", _I64), "device_persistent_tensor_alloc_ids": ("Rint", _I64),
+        "temp_memory_size": ("int", _I64),
+        "persistent_memory_size": ("int", _I64),
+        "persistent_tensor_alloc_ids": ("Rint", _I64),
+        "device_temp_memory_size": ("int", _I64),
+        "device_persistent_memory_size": ("int", _I64),
+        "device_persistent_tensor_alloc_ids": ("Rint", _I64),
     },
 }
 # NodeExecStats.referenced_tensor is a repeated AllocationDescription.
 
 _DTYPES = dict(types_pb2.DataType.items())
-_BOOLS = {"true": True, "t": True, "1": True, "True": True,
-          "false": False, "f": False, "0": False, "False": False}
+_BOOLS = {"true": True, "t": True, "1": True, "True": True, "false": False, "f": False, "0": False, "False": False}
 
 _CHUNK = 4 << 20
 
@@ -233,9 +258,9 @@ def parse(text: str, wrapped: bool) -> StepStats:
                 raise Unsupported(f"line {s[:80]!r}")
             kind, arg = spec
             if kind == "int":
-                if val.isdigit() and val.isascii() and (val[0] != "0" or len(val) == 1):
-                    v = int(val)
-                elif val[:1] == "-" and val[1:].isdigit() and val.isascii() and (val[1] != "0" or len(val) == 2):
+                if (val.isdigit() and val.isascii() and (val[0] != "0" or len(val) == 1)) or (
+                    val[:1] == "-" and val[1:].isdigit() and val.isascii() and (val[1] != "0" or len(val) == 2)
+                ):
                     v = int(val)
                 else:
                     raise Unsupported(f"{key}: {val}")
@@ -248,8 +273,9 @@ def parse(text: str, wrapped: bool) -> StepStats:
             elif kind == "enum":  # a DataType name, or a plain number
                 v = _DTYPES.get(val)
                 if v is None:
-                    if not (val.isdigit() and val.isascii() and (val[0] != "0" or len(val) == 1)
-                            and int(val) <= _I32[1]):
+                    if not (
+                        val.isdigit() and val.isascii() and (val[0] != "0" or len(val) == 1) and int(val) <= _I32[1]
+                    ):
                         raise Unsupported(f"{key}: {val}")
                     v = int(val)
             elif kind == "bool":

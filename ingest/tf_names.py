@@ -18,11 +18,32 @@ from tensorboard.compat.proto import types_pb2
 # and the numpy spellings op listings print (``float16``, ``float32``);
 # None for types whose elements have no fixed size.
 DTYPE_BYTES: dict[str, int | None] = {
-    "half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8,
-    "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-    "bool": 1, "complex64": 8, "complex128": 16,
-    "qint8": 1, "quint8": 1, "qint16": 2, "quint16": 2, "qint32": 4,
-    "string": None, "resource": None, "variant": None,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+    "qint8": 1,
+    "quint8": 1,
+    "qint16": 2,
+    "quint16": 2,
+    "qint32": 4,
+    "string": None,
+    "resource": None,
+    "variant": None,
 }
 
 
@@ -134,14 +155,29 @@ _COPY = re.compile(r"\Aedge_\d+_(.+?)(?::MEMCPY\w*)?\Z")
 # scopes (``HorovodAllreduce``, ``HorovodBroadcast.<var>``,
 # ``DistributedGradientTape_Allreduce/...``), NCCL and TF's collective ops.
 # A plain "Broadcast" is not one (``BroadcastTo``, ``BroadcastGradientArgs``).
-_COLLECTIVE = re.compile(r"Horovod|Allreduce|AllReduce|Allgather|AllGather|Alltoall|AllToAll|ReduceScatter"
-                         r"|\ANccl|\ACollective")
+_COLLECTIVE = re.compile(
+    r"Horovod|Allreduce|AllReduce|Allgather|AllGather|Alltoall|AllToAll|ReduceScatter"
+    r"|\ANccl|\ACollective"
+)
 # Top-level scopes of optimizers: Keras (TF2) names and tf.compat.v1.train
 # names, plus ``train`` (the usual ``minimize(name=...)`` of TF1 scripts).
-OPTIMIZER_SCOPES = frozenset({
-    "SGD", "GradientDescent", "Momentum", "Adam", "AdamW", "RMSprop", "RMSProp", "Adagrad", "Adadelta",
-    "Adamax", "Nadam", "Ftrl", "train",
-})
+OPTIMIZER_SCOPES = frozenset(
+    {
+        "SGD",
+        "GradientDescent",
+        "Momentum",
+        "Adam",
+        "AdamW",
+        "RMSprop",
+        "RMSProp",
+        "Adagrad",
+        "Adadelta",
+        "Adamax",
+        "Nadam",
+        "Ftrl",
+        "train",
+    }
+)
 _OPTIMIZER_TYPES = re.compile(r"^(Resource)?Apply\w+$|^AssignSub|^AssignAdd")
 _BACKWARD_SCOPES = ("gradients", "gradient_tape")  # TF1 (also gradients_1, ...) and TF2 spellings
 

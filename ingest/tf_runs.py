@@ -139,7 +139,7 @@ def _producer_tag(q: Run, consumer: Run) -> tuple | None:
     if q.type in ENTER:
         return tag[:-1] if tag else None
     if q.type in NEXT:
-        return tag[:-1] + (tag[-1] - 1,) if tag and tag[-1] > 0 else None
+        return (*tag[:-1], tag[-1] - 1) if tag and tag[-1] > 0 else None
     if q.type in EXIT:
         return None  # the iteration it left the loop in is not known from outside
     return tag
@@ -196,7 +196,7 @@ class _Linker:
         if _concrete(tag):
             used.add(tag)
         picks: list[int | None] = []
-        for (_, name, slot), cands in zip(me.inputs, offers):
+        for (_, _name, slot), cands in zip(me.inputs, offers):
             q = _pick(runs, cands, tag, exact_only=merge)
             if q is not None and slot is not None:
                 if runs[q].used_slots is None:
@@ -223,8 +223,11 @@ class _Linker:
         me = runs[i]
         producers = self.by_name.get(name, [])
         if len(producers) <= 1:
-            return [] if not producers or producers[0] == i or (merge and runs[producers[0]].ready > me.start) \
+            return (
+                []
+                if not producers or producers[0] == i or (merge and runs[producers[0]].ready > me.start)
                 else producers
+            )
         hi = bisect.bisect_right(self.starts[name], me.start)
         key = (me.name, k)
         lo = self._advance(key, producers, slot, me.type, used, hi)
@@ -238,8 +241,7 @@ class _Linker:
         started = [p for p in producers[:hi] if p != i]
         return started[-1:] or [p for p in producers if p != i][:1]
 
-    def _advance(self, key: tuple, producers: list[int], slot: int | None, consumer_type, used: set,
-                 hi: int) -> int:
+    def _advance(self, key: tuple, producers: list[int], slot: int | None, consumer_type, used: set, hi: int) -> int:
         """Move the window start of ``key`` past runs it can no longer take."""
         runs = self.runs
         lo = self.lo.get(key, 0)
@@ -283,8 +285,7 @@ def _oldest_and_latest(producers: list[int], lo: int, hi: int, ok) -> list[int]:
 def _other_port(q: Run, slot: int | None) -> bool:
     """A Switch run outputs on one port: once a reader took another port of
     it, it did not output on ``slot``."""
-    return (slot is not None and q.type in SWITCH and q.used_slots is not None
-            and bool(q.used_slots - {slot}))
+    return slot is not None and q.type in SWITCH and q.used_slots is not None and bool(q.used_slots - {slot})
 
 
 def _offer(q: Run, consumer_type: str | None) -> tuple | None:
@@ -296,7 +297,7 @@ def _offer(q: Run, consumer_type: str | None) -> tuple | None:
     if q.type in ENTER:
         return tag + ((0,) if consumer_type in MERGE else (None,))
     if q.type in NEXT:
-        return tag[:-1] + (None if tag[-1] is None else tag[-1] + 1,) if tag else tag
+        return (*tag[:-1], None if tag[-1] is None else tag[-1] + 1) if tag else tag
     if q.type in EXIT:
         return tag[:-1]
     return tag
@@ -339,8 +340,9 @@ def _merge_tag(offers: list, used: set) -> tuple | None:
     return min(tags) if tags else None
 
 
-def _pick(runs: list[Run], cands: list[tuple[int, tuple | None]], tag: tuple | None,
-          exact_only: bool = False) -> int | None:
+def _pick(
+    runs: list[Run], cands: list[tuple[int, tuple | None]], tag: tuple | None, exact_only: bool = False
+) -> int | None:
     """The producer run of one input for a consumer of iteration ``tag``."""
     if not cands:
         return None

@@ -33,8 +33,10 @@ from tracegraph.errors import BadRequest, NotFound
 from tracegraph.facts import Fact
 
 TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TRACE", "ENUM")
-_PARAM = re.compile(r"^(?P<name>\w+)\s+(?P<type>[A-Z]+)(?:\((?P<choices>[\w,\s]+)\))?"
-                    r"(?:\s*=\s*(?P<default>.*?))?\s*:\s*(?P<doc>.*)$")
+_PARAM = re.compile(
+    r"^(?P<name>\w+)\s+(?P<type>[A-Z]+)(?:\((?P<choices>[\w,\s]+)\))?"
+    r"(?:\s*=\s*(?P<default>.*?))?\s*:\s*(?P<doc>.*)$"
+)
 _COLUMN = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<doc>.*)$")
 
 
@@ -103,7 +105,9 @@ class Analysis:
         for p in self.params:
             if p.name == name:
                 return p
-        raise BadRequest(f"analysis {self.name} has no parameter {name!r} (has: {', '.join(p.name for p in self.params)})")
+        raise BadRequest(
+            f"analysis {self.name} has no parameter {name!r} (has: {', '.join(p.name for p in self.params)})"
+        )
 
     @property
     def compares_traces(self) -> bool:
@@ -157,8 +161,14 @@ def parse_header(text: str, file: str) -> Analysis:
     except ValueError as e:
         raise ValueError(f"{file}: bad @requires ({e}; known: {', '.join(f.value for f in Fact)})") from None
     return Analysis(
-        name=tags["name"][0], summary=tags["summary"][0], params=tuple(params), columns=tuple(columns),
-        requires=requires, definition="\n".join(free).strip(), text=text, file=file,
+        name=tags["name"][0],
+        summary=tags["summary"][0],
+        params=tuple(params),
+        columns=tuple(columns),
+        requires=requires,
+        definition="\n".join(free).strip(),
+        text=text,
+        file=file,
         graph="graph" in tags,
     )
 

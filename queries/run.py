@@ -40,8 +40,10 @@ def check_layout(trace: str, facts: dict[str, Any]) -> None:
     """Refuse a trace stored with another graph layout than this tracegraph reads."""
     version = facts.get("schema_version", 1)
     if version != SCHEMA_VERSION:
-        raise DatabaseError(f"trace {trace!r} was stored by another tracegraph version (graph schema {version}, "
-                            f"this one reads {SCHEMA_VERSION}): ingest it again with --replace")
+        raise DatabaseError(
+            f"trace {trace!r} was stored by another tracegraph version (graph schema {version}, "
+            f"this one reads {SCHEMA_VERSION}): ingest it again with --replace"
+        )
 
 
 def bind(analysis: Analysis, trace: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -61,8 +63,9 @@ def bind(analysis: Analysis, trace: str, raw: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def run_analysis(graph: Graph, name: str, trace: str, raw_params: dict[str, Any] | None = None, *,
-                 timeout_ms: int | None = None) -> AnalysisResult:
+def run_analysis(
+    graph: Graph, name: str, trace: str, raw_params: dict[str, Any] | None = None, *, timeout_ms: int | None = None
+) -> AnalysisResult:
     analysis = get(name)
     params = bind(analysis, trace, raw_params or {})
     columns = [c.name for c in analysis.columns]
@@ -84,4 +87,3 @@ def run_analysis(graph: Graph, name: str, trace: str, raw_params: dict[str, Any]
         res = graph.run(analysis.text, params, trace=trace, timeout_ms=timeout_ms)
     note = None if res.rows else "no rows: the trace has nothing that matches"
     return AnalysisResult(name, trace, res.columns or columns, res.rows, note)
-

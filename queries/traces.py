@@ -7,9 +7,25 @@ import json
 from tracegraph.db.base import Graph
 from tracegraph.queries.run import trace_facts
 
-_PUBLIC = ("framework", "time_unit", "ops", "executed_ops", "span_us", "critical_path_us", "critical_path_ops",
-           "longest_chain_ops", "memory_peak_bytes", "node_count", "relationship_count", "ingested_at",
-           "has_times", "has_deps", "has_kernels", "has_memory", "has_copies")
+_PUBLIC = (
+    "framework",
+    "time_unit",
+    "ops",
+    "executed_ops",
+    "span_us",
+    "critical_path_us",
+    "critical_path_ops",
+    "longest_chain_ops",
+    "memory_peak_bytes",
+    "node_count",
+    "relationship_count",
+    "ingested_at",
+    "has_times",
+    "has_deps",
+    "has_kernels",
+    "has_memory",
+    "has_copies",
+)
 
 
 def _public(props: dict) -> dict:

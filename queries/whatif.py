@@ -25,17 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
-from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.facts import Fact
 from tracegraph.queries.run import check_layout, trace_facts
 
-_OPS = ("MATCH (o:Op {trace: $trace}) "
-        "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.weight_us AS weight_us, "
-        "o.executed AS executed")
-_EDGES = ("MATCH (a:Op {trace: $trace})-[:DATA|CONTROL]->(b:Op) "
-          "RETURN a.uid AS src, b.uid AS dst")
+_OPS = (
+    "MATCH (o:Op {trace: $trace}) "
+    "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.weight_us AS weight_us, "
+    "o.executed AS executed"
+)
+_EDGES = "MATCH (a:Op {trace: $trace})-[:DATA|CONTROL]->(b:Op) RETURN a.uid AS src, b.uid AS dst"
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
     weight = np.array([float(r[4]) if r[4] is not None else 0.0 for r in ops], dtype=float)
     if not executed.any():
         raise BadRequest(f"not available: trace {trace!r} has no executed ops")
-    scaled = np.array([executed[i] and any(m(names[i], types[i]) for m in matchers) for i in range(len(ops))],
-                      dtype=bool)
+    scaled = np.array(
+        [executed[i] and any(m(names[i], types[i]) for m in matchers) for i in range(len(ops))], dtype=bool
+    )
     if not scaled.any():
         raise BadRequest(f"no executed op of trace {trace!r} matches {' or '.join(specs)}")
 
@@ -117,7 +119,15 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
         "critical_path_us": new.length,
         "speedup": base.length / new.length if new.length > 0 else None,
         "saved_us": base.length - new.length,
-        "path": [{"step": step, "op": names[i], "type": types[i], "weight_us": float(new_weight[i]),
-                  "base_weight_us": float(weight[i]), "scaled": bool(scaled[i])}
-                 for step, i in enumerate(new.path)],
+        "path": [
+            {
+                "step": step,
+                "op": names[i],
+                "type": types[i],
+                "weight_us": float(new_weight[i]),
+                "base_weight_us": float(weight[i]),
+                "scaled": bool(scaled[i]),
+            }
+            for step, i in enumerate(new.path)
+        ],
     }

@@ -38,7 +38,7 @@ def mutate(lines: list[str], rng: random.Random, edit: str) -> list[str]:
         spots = [(a, b) for a, line in enumerate(out) for b, ch in enumerate(line) if ch.isdigit()]
         if spots:
             a, b = rng.choice(spots)
-            out[a] = out[a][:b] + rng.choice("0123456789-x ") + out[a][b + 1:]
+            out[a] = out[a][:b] + rng.choice("0123456789-x ") + out[a][b + 1 :]
     elif edit == "respace":
         out[j] = out[j].replace(": ", ":  ", 1)
     else:
@@ -52,8 +52,9 @@ def garbage(seed: int, size: int) -> bytes:
     return random.Random(seed).randbytes(size) if seed else os.urandom(max(1, size // 10))
 
 
-def parse_or_error(parse: Callable[[Path], TraceFrames], path: Path, place: str = r"\(line \d+\)", *,
-                   or_empty: bool = False) -> TraceFrames | None:
+def parse_or_error(
+    parse: Callable[[Path], TraceFrames], path: Path, place: str = r"\(line \d+\)", *, or_empty: bool = False
+) -> TraceFrames | None:
     """The frames ``parse`` reads from ``path``, checked; or None after
     checking that its InputError is one line starting with the file's path
     and naming the place (``place``, a regular expression), or, with

@@ -32,8 +32,10 @@ NEO4J_URI = os.environ.get("TRACEGRAPH_TEST_NEO4J") or None
 # Embedded servers the tests start stop a second after their last user
 # (the default, minutes, would leave one per test directory running).
 os.environ.setdefault("TRACEGRAPH_IDLE_S", "1")
-NO_NEO4J = ("TRACEGRAPH_TEST_NEO4J is not set (a bolt URI of a scratch Neo4j 5 server; tests/run.sh "
-            "starts one assembled by ../shared/neo4j-local when it finds it)")
+NO_NEO4J = (
+    "TRACEGRAPH_TEST_NEO4J is not set (a bolt URI of a scratch Neo4j 5 server; tests/run.sh "
+    "starts one assembled by ../shared/neo4j-local when it finds it)"
+)
 
 
 @pytest.fixture(scope="session")
@@ -69,8 +71,7 @@ def wipe_neo4j(g) -> None:
     from tracegraph.db.base import LABELS
 
     for label in LABELS:
-        while g.run(f"MATCH (n:{label}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)",
-                    write=True).rows[0][0]:
+        while g.run(f"MATCH (n:{label}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)", write=True).rows[0][0]:
             pass
 
 
@@ -101,15 +102,20 @@ def everything(graph) -> list:
     """Every node the database holds, by where it is and its trace: what
     the atomicity tests compare before and after."""
     if graph.backend == "neo4j":
-        return graph.run("MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
-                         "ORDER BY t, l, s").rows
+        return graph.run(
+            "MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) ORDER BY t, l, s"
+        ).rows
     out = []
     for key in sorted(graph._redis.scan_iter(match=graph.prefix + "*")):
         if graph._redis.type(key) == "string":
             out.append((key, graph._redis.get(key)))
         else:
-            rows = graph._query(key, "MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) "
-                                     "ORDER BY t, l, s", None, write=False).rows
+            rows = graph._query(
+                key,
+                "MATCH (n) RETURN n.trace AS t, labels(n)[0] AS l, n.status AS s, count(n) ORDER BY t, l, s",
+                None,
+                write=False,
+            ).rows
             out.append((key, rows))
     return out
 
@@ -124,8 +130,14 @@ def trace_nodes(graph, trace: str) -> int:
         return 0
 
 
-def run_cli(*args: str, home: Path, check: bool = False, input: str | None = None,
-            env: dict | None = None, db: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str,
+    home: Path,
+    check: bool = False,
+    input: str | None = None,
+    env: dict | None = None,
+    db: str | None = None,
+) -> subprocess.CompletedProcess:
     """``tracegraph ARGS`` as a real process on data directory ``home`` (and
     database ``db``, a ``db_uri``: the embedded one by default)."""
     full_env = dict(os.environ, TRACEGRAPH_HOME=str(home), **(env or {}))
@@ -133,8 +145,14 @@ def run_cli(*args: str, home: Path, check: bool = False, input: str | None = Non
         full_env["TRACEGRAPH_DB"] = db
     elif not (env or {}).get("TRACEGRAPH_DB"):
         full_env.pop("TRACEGRAPH_DB", None)
-    proc = subprocess.run([sys.executable, "-m", "tracegraph.cli", *args], capture_output=True, text=True,
-                          env=full_env, input=input, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracegraph.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=input,
+        timeout=600,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"tracegraph {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc

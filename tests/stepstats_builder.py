@@ -30,8 +30,12 @@ def _times(op: Op, base: int) -> list[str]:
         return [f"    all_start_micros: {base + op.start}", f"    all_end_rel_micros: {op.dur}"]
     start = base * 1000 + op.start_ns
     end = start + op.dur_ns
-    return [f"    all_start_micros: {start // 1000}", f"    all_end_rel_micros: {end // 1000 - start // 1000}",
-            f"    all_start_nanos: {start}", f"    all_end_rel_nanos: {op.dur_ns}"]
+    return [
+        f"    all_start_micros: {start // 1000}",
+        f"    all_end_rel_micros: {end // 1000 - start // 1000}",
+        f"    all_start_nanos: {start}",
+        f"    all_end_rel_nanos: {op.dur_ns}",
+    ]
 
 
 def stepstats_text(ops: list[Op], base: int = 1_000_000) -> str:
@@ -56,7 +60,8 @@ def stepstats_text(ops: list[Op], base: int = 1_000_000) -> str:
     for op in ops:
         for stream, start, dur in op.kernels:
             streams.setdefault(stream, []).append(
-                f'  node_stats {{ node_name: "{op.name}:{op.type}" all_start_micros: {base + start} all_end_rel_micros: {dur} }}')
+                f'  node_stats {{ node_name: "{op.name}:{op.type}" all_start_micros: {base + start} all_end_rel_micros: {dur} }}'
+            )
     for stream, recs in sorted(streams.items()):
         out.append(f'dev_stats {{\n  device: "/device:GPU:0/stream:{stream}"\n' + "\n".join(recs) + "\n}")
     return "\n".join(out) + "\n"

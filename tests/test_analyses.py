@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from tracegraph.db.base import SCHEMA_VERSION
 from analysis_traces import chain, slowed, small_gpu, store
 from conftest import SEED_STEPSTATS
+
+from tracegraph.db.base import SCHEMA_VERSION
 from tracegraph.errors import NotFound, UserError
 from tracegraph.ingest.frames import OP_COLUMNS, frame
 from tracegraph.ingest.pipeline import parse_files
@@ -27,10 +27,19 @@ CYPHER = Path(__file__).resolve().parent.parent / "cypher"
 
 # name -> params to run it with on the seed (None: runs with defaults)
 MINE = {
-    "slack": {}, "memory-timeline": {}, "tensor-lifetimes": {}, "op-type-breakdown": {},
-    "layer-breakdown": {}, "phase-breakdown": {}, "stream-utilization": {}, "idle-gaps": {},
-    "memcpy-overhead": {}, "fan-out": {}, "op-neighborhood": {"op": "conv2/Conv2D"},
-    "trace-diff": {"base": "SELF"}, "trace-diff-summary": {"base": "SELF"},
+    "slack": {},
+    "memory-timeline": {},
+    "tensor-lifetimes": {},
+    "op-type-breakdown": {},
+    "layer-breakdown": {},
+    "phase-breakdown": {},
+    "stream-utilization": {},
+    "idle-gaps": {},
+    "memcpy-overhead": {},
+    "fan-out": {},
+    "op-neighborhood": {"op": "conv2/Conv2D"},
+    "trace-diff": {"base": "SELF"},
+    "trace-diff-summary": {"base": "SELF"},
 }
 
 
@@ -80,13 +89,24 @@ def test_slack_small(gpu, graph):
     # lf: D60, B40, C40, A10; I60, E58; the isolated ops 60.
     got = [(r["op"], r["earliest_start_us"], r["latest_start_us"], r["slack_us"]) for r in rows(graph, "slack", gpu)]
     assert got == [
-        ("net/conv1/Conv2D", 0, 0, 0), ("net/conv2/Conv2D", 10, 10, 0),
+        ("net/conv1/Conv2D", 0, 0, 0),
+        ("net/conv2/Conv2D", 10, 10, 0),
         ("gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", 40, 40, 0),
-        ("net/relu/Relu", 10, 35, 25), ("net/copy", 0, 40, 40), ("net/copy2", 0, 45, 45), ("net/p2p", 0, 50, 50),
-        ("_SOURCE", 0, 54, 54), ("net/late/Add", 4, 58, 54), ("net/mystery", 0, 56, 56), ("SGD/update", 0, 57, 57),
+        ("net/relu/Relu", 10, 35, 25),
+        ("net/copy", 0, 40, 40),
+        ("net/copy2", 0, 45, 45),
+        ("net/p2p", 0, 50, 50),
+        ("_SOURCE", 0, 54, 54),
+        ("net/late/Add", 4, 58, 54),
+        ("net/mystery", 0, 56, 56),
+        ("SGD/update", 0, 57, 57),
     ]  # net/unused did not execute: no row
     assert [r["op"] for r in rows(graph, "slack", gpu, max_slack_us=25)] == [
-        "net/conv1/Conv2D", "net/conv2/Conv2D", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", "net/relu/Relu"]
+        "net/conv1/Conv2D",
+        "net/conv2/Conv2D",
+        "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput",
+        "net/relu/Relu",
+    ]
     zero = [r["op"] for r in rows(graph, "slack", gpu, max_slack_us=0)]
     assert zero == [r["op"] for r in rows(graph, "critical-path", gpu)]
 
@@ -98,7 +118,7 @@ def test_slack_zero_is_exactly_the_critical_path_on_seed(graph, alexnet):
     assert sorted(r["op"] for r in zero) == sorted(r["op"] for r in cp)
     assert all(r["slack_us"] == 0 for r in zero)
     every = rows(graph, "slack", alexnet)
-    assert len(every) == 118 and all(r["slack_us"] > 0 for r in every[len(zero):])
+    assert len(every) == 118 and all(r["slack_us"] > 0 for r in every[len(zero) :])
     # Independent check of the definition: latest - earliest start = slack, and
     # the earliest starts along the path are the running sums of the weights.
     assert all(r["latest_start_us"] - r["earliest_start_us"] == pytest.approx(r["slack_us"], abs=1e-6) for r in every)
@@ -113,8 +133,10 @@ def test_slack_zero_is_exactly_the_critical_path_on_seed(graph, alexnet):
 
 
 def test_op_type_breakdown_small(gpu, graph):
-    got = [(r["type"], r["count"], r["total_us"], r["mean_us"], r["p95_us"], r["share"])
-           for r in rows(graph, "op-type-breakdown", gpu)]
+    got = [
+        (r["type"], r["count"], r["total_us"], r["mean_us"], r["p95_us"], r["share"])
+        for r in rows(graph, "op-type-breakdown", gpu)
+    ]
     total = 123.0  # 10+30+5+20+4+20+15+10+2+4+3; net/unused did not execute
     assert got == [
         ("Conv2D", 2, 40, 20, 30, pytest.approx(40 / total)),  # p95 of [10, 30]: ceil(1.9) = 2nd value
@@ -134,11 +156,20 @@ def test_op_type_p95_is_nearest_rank(graph):
     trace = store(graph, chain(20, weights=[float(w) for w in range(20, 0, -1)]), "p95")
     (r,) = rows(graph, "op-type-breakdown", trace)
     # 20 weights 1..20: nearest rank ceil(0.95 * 20) = 19th -> 19 (interpolation would give 19.05).
-    assert (r["type"], r["count"], r["total_us"], r["mean_us"], r["p95_us"], r["share"]) == ("Mul", 20, 210, 10.5, 19, 1.0)
+    assert (r["type"], r["count"], r["total_us"], r["mean_us"], r["p95_us"], r["share"]) == (
+        "Mul",
+        20,
+        210,
+        10.5,
+        19,
+        1.0,
+    )
 
 
 def test_op_type_breakdown_totals_equal_summed_weights_on_seed(graph, alexnet):
-    ops = graph.run("MATCH (o:Op {trace: $t}) WHERE o.executed RETURN o.type, o.weight_us", {"t": alexnet}, trace=alexnet).rows
+    ops = graph.run(
+        "MATCH (o:Op {trace: $t}) WHERE o.executed RETURN o.type, o.weight_us", {"t": alexnet}, trace=alexnet
+    ).rows
     per_type: dict = {}
     for t, w in ops:
         per_type.setdefault(t, []).append(w)
@@ -171,8 +202,11 @@ def test_phase_breakdown_on_seed_adds_up(graph, alexnet):
     assert sum(r["ops"] for r in got) == 118
     total = graph.run("MATCH (o:Op {trace: $t}) RETURN sum(o.weight_us)", {"t": alexnet}, trace=alexnet).rows[0][0]
     assert sum(r["total_us"] for r in got) == pytest.approx(total)
-    allocated = graph.run("MATCH (a:Allocation {trace: $t}) WHERE a.alloc_us IS NOT NULL RETURN sum(a.bytes)",
-                          {"t": alexnet}, trace=alexnet).rows[0][0]
+    allocated = graph.run(
+        "MATCH (a:Allocation {trace: $t}) WHERE a.alloc_us IS NOT NULL RETURN sum(a.bytes)",
+        {"t": alexnet},
+        trace=alexnet,
+    ).rows[0][0]
     assert sum(r["bytes_allocated"] for r in got) == allocated
 
 
@@ -180,15 +214,31 @@ def test_layer_breakdown_small(gpu, graph):
     got = [(r["scope"], r["ops"], r["total_us"], r["peak_live_bytes"]) for r in rows(graph, "layer-breakdown", gpu)]
     # Peak: GPU_0_bfc 370 at t=12, live a1 (A) 100 + a3 (B) 200 + a4 (C) 70; H's bytes are on GPU_1_bfc.
     assert got == [("net", 8, 96, 370), ("gradients", 1, 20, 0), ("(root)", 1, 4, 0), ("SGD", 1, 3, 0)]
-    got2 = [(r["scope"], r["ops"], r["total_us"], r["peak_live_bytes"]) for r in rows(graph, "layer-breakdown", gpu, depth=2)]
-    assert got2 == [("net", 4, 49, 0), ("net/conv2", 1, 30, 200), ("gradients/net", 1, 20, 0), ("net/conv1", 1, 10, 100),
-                    ("net/relu", 1, 5, 70), ("(root)", 1, 4, 0), ("SGD", 1, 3, 0), ("net/late", 1, 2, 0)]
-    assert rows(graph, "layer-breakdown", gpu, depth=0) == rows(graph, "layer-breakdown", gpu, depth=-3) == \
-        rows(graph, "layer-breakdown", gpu)
+    got2 = [
+        (r["scope"], r["ops"], r["total_us"], r["peak_live_bytes"])
+        for r in rows(graph, "layer-breakdown", gpu, depth=2)
+    ]
+    assert got2 == [
+        ("net", 4, 49, 0),
+        ("net/conv2", 1, 30, 200),
+        ("gradients/net", 1, 20, 0),
+        ("net/conv1", 1, 10, 100),
+        ("net/relu", 1, 5, 70),
+        ("(root)", 1, 4, 0),
+        ("SGD", 1, 3, 0),
+        ("net/late", 1, 2, 0),
+    ]
+    assert (
+        rows(graph, "layer-breakdown", gpu, depth=0)
+        == rows(graph, "layer-breakdown", gpu, depth=-3)
+        == rows(graph, "layer-breakdown", gpu)
+    )
 
 
 def test_layer_breakdown_on_seed_sums_to_the_peak(graph, alexnet):
-    peak = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.memory_peak_bytes", {"t": alexnet}, trace=alexnet).rows[0][0]
+    peak = graph.run(
+        "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.memory_peak_bytes", {"t": alexnet}, trace=alexnet
+    ).rows[0][0]
     for depth in (1, 2, 5):
         got = rows(graph, "layer-breakdown", alexnet, depth=depth)
         assert sum(r["peak_live_bytes"] for r in got) == peak
@@ -205,14 +255,26 @@ def test_memory_timeline_small(gpu, graph):
     def pts(**p):
         return [(r["allocator"], r["t_us"], r["live_bytes"]) for r in rows(graph, "memory-timeline", gpu, **p)]
 
-    full = [("GPU_0_bfc", t, b) for t, b in [(0, 100), (5, 150), (8, 100), (10, 300), (12, 370), (30, 270), (40, 370),
-                                               (45, 270), (60, 70)]] + [("GPU_1_bfc", 0, 40), ("GPU_1_bfc", 10, 0)]
+    full = [
+        ("GPU_0_bfc", t, b)
+        for t, b in [(0, 100), (5, 150), (8, 100), (10, 300), (12, 370), (30, 270), (40, 370), (45, 270), (60, 70)]
+    ] + [("GPU_1_bfc", 0, 40), ("GPU_1_bfc", 10, 0)]
     assert pts() == full
     assert pts(max_points=None) == full
     # 9 points, buckets of ceil(9/3) = 3: each bucket's highest point.
-    assert pts(max_points=3) == [("GPU_0_bfc", 5, 150), ("GPU_0_bfc", 12, 370), ("GPU_0_bfc", 40, 370),
-                                 ("GPU_1_bfc", 0, 40), ("GPU_1_bfc", 10, 0)]
-    assert pts(max_points=2) == [("GPU_0_bfc", 12, 370), ("GPU_0_bfc", 40, 370), ("GPU_1_bfc", 0, 40), ("GPU_1_bfc", 10, 0)]
+    assert pts(max_points=3) == [
+        ("GPU_0_bfc", 5, 150),
+        ("GPU_0_bfc", 12, 370),
+        ("GPU_0_bfc", 40, 370),
+        ("GPU_1_bfc", 0, 40),
+        ("GPU_1_bfc", 10, 0),
+    ]
+    assert pts(max_points=2) == [
+        ("GPU_0_bfc", 12, 370),
+        ("GPU_0_bfc", 40, 370),
+        ("GPU_1_bfc", 0, 40),
+        ("GPU_1_bfc", 10, 0),
+    ]
     # One point: the peak, at the first time it is reached (the tie at t=40 loses).
     assert pts(max_points=1) == [("GPU_0_bfc", 12, 370), ("GPU_1_bfc", 0, 40)]
     assert pts(max_points=0) == pts(max_points=1)
@@ -235,8 +297,10 @@ def test_memory_timeline_peak_equals_peak_memory_on_seed(graph, alexnet):
 
 def test_tensor_lifetimes_small(gpu, graph):
     def got(**p):
-        return [(r["op"], r["tensor"], r["bytes"], r["alloc_us"], r["free_us"], r["held_us"], r["byte_us"], r["idle_us"])
-                for r in rows(graph, "tensor-lifetimes", gpu, **p)]
+        return [
+            (r["op"], r["tensor"], r["bytes"], r["alloc_us"], r["free_us"], r["held_us"], r["byte_us"], r["idle_us"])
+            for r in rows(graph, "tensor-lifetimes", gpu, **p)
+        ]
 
     a1 = ("net/conv1/Conv2D", "net/conv1/Conv2D:0", 100, 0, 30, 30, 3000, 13)  # last reader C ends at 17
     a2 = ("net/conv1/Conv2D", None, 50, 5, 8, 3, 150, 6)  # unread temp: after its op's end (2)
@@ -255,8 +319,19 @@ def test_tensor_lifetimes_small(gpu, graph):
 
 def test_stream_utilization_small(gpu, graph):
     def got(**p):
-        return [(r["device"], r["stream"], r["kernels"], r["busy_us"], r["window_us"], r["utilization"], r["gaps"], r["gap_us"])
-                for r in rows(graph, "stream-utilization", gpu, **p)]
+        return [
+            (
+                r["device"],
+                r["stream"],
+                r["kernels"],
+                r["busy_us"],
+                r["window_us"],
+                r["utilization"],
+                r["gaps"],
+                r["gap_us"],
+            )
+            for r in rows(graph, "stream-utilization", gpu, **p)
+        ]
 
     # stream:1 [0,10) [10,30) [40,55) [45,50) [60,62): union 30 + 15 + 2 = 47; gaps 10 (at 30) and 5 (55 -> 60,
     # after the running max end 55, not the previous kernel's end 50). memcpy GPU:0 [20,40) [60,70) [72,77):
@@ -267,8 +342,12 @@ def test_stream_utilization_small(gpu, graph):
         ("/device:GPU:0", "stream:2", 1, 10, 77, pytest.approx(10 / 77), 0, 0),
         ("/device:GPU:1", "memcpy", 2, 14, 77, pytest.approx(14 / 77), 0, 0),
     ]
-    assert [(g[1], g[6], g[7]) for g in got(min_gap_us=1)] == [("memcpy", 2, 22), ("stream:1", 2, 15),
-                                                                 ("stream:2", 0, 0), ("memcpy", 1, 10)]
+    assert [(g[1], g[6], g[7]) for g in got(min_gap_us=1)] == [
+        ("memcpy", 2, 22),
+        ("stream:1", 2, 15),
+        ("stream:2", 0, 0),
+        ("memcpy", 1, 10),
+    ]
     assert [(g[6], g[7]) for g in got(min_gap_us=9.99)] == [(1, 20), (1, 10), (0, 0), (1, 10)]
 
 
@@ -285,8 +364,12 @@ def _union_length(intervals):
 
 
 def test_stream_busy_is_union_of_kernel_intervals_on_seed(graph, alexnet):
-    kernels = graph.run("MATCH (k:Kernel {trace: $t})-[:ON_STREAM]->(s:Stream) RETURN s.name, k.start_us, k.end_us, "
-                        "k.start_us + k.dur_us", {"t": alexnet}, trace=alexnet).rows
+    kernels = graph.run(
+        "MATCH (k:Kernel {trace: $t})-[:ON_STREAM]->(s:Stream) RETURN s.name, k.start_us, k.end_us, "
+        "k.start_us + k.dur_us",
+        {"t": alexnet},
+        trace=alexnet,
+    ).rows
     per: dict = {}
     for s, a, b, _ in kernels:
         per.setdefault(s, []).append((a, b))
@@ -331,8 +414,10 @@ def test_idle_gaps_on_seed_match_stream_utilization(graph, alexnet):
 
 
 def test_memcpy_overhead_small(gpu, graph):
-    got = [(r["direction"], r["copies"], r["bytes"], r["total_us"], r["gbps"], r["exposed_us"])
-           for r in rows(graph, "memcpy-overhead", gpu)]
+    got = [
+        (r["direction"], r["copies"], r["bytes"], r["total_us"], r["gbps"], r["exposed_us"])
+        for r in rows(graph, "memcpy-overhead", gpu)
+    ]
     # GPU:0 compute union [0,30) [40,55) [60,62): HtoD [20,40) is half hidden (10 exposed); DtoH [60,70) 8 + [72,77) 5.
     # GPU:1 has no compute kernel, so its copies are fully exposed although GPU:0 computes at [0,10).
     assert got == [
@@ -344,10 +429,17 @@ def test_memcpy_overhead_small(gpu, graph):
 
 
 def test_memcpy_overhead_on_seed(graph, alexnet):
-    copies = graph.run("MATCH (k:Kernel {trace: $t}) WHERE k.kind = 'memcpy' RETURN k.direction, k.bytes, k.dur_us, "
-                       "k.start_us, k.end_us, k.device_name", {"t": alexnet}, trace=alexnet).rows
-    compute = graph.run("MATCH (k:Kernel {trace: $t}) WHERE k.kind = 'compute' RETURN k.start_us, k.end_us, k.device_name",
-                        {"t": alexnet}, trace=alexnet).rows
+    copies = graph.run(
+        "MATCH (k:Kernel {trace: $t}) WHERE k.kind = 'memcpy' RETURN k.direction, k.bytes, k.dur_us, "
+        "k.start_us, k.end_us, k.device_name",
+        {"t": alexnet},
+        trace=alexnet,
+    ).rows
+    compute = graph.run(
+        "MATCH (k:Kernel {trace: $t}) WHERE k.kind = 'compute' RETURN k.start_us, k.end_us, k.device_name",
+        {"t": alexnet},
+        trace=alexnet,
+    ).rows
     got = {r["direction"]: r for r in rows(graph, "memcpy-overhead", alexnet)}
     assert set(got) == {d for d, *_ in copies}
     for d, r in got.items():
@@ -369,15 +461,25 @@ def test_memcpy_overhead_on_seed(graph, alexnet):
 def test_fan_out_small(gpu, graph):
     got = [(r["kind"], r["name"], r["degree"]) for r in rows(graph, "fan-out", gpu)]
     # D reads net/conv2/Conv2D:0 at two positions: degree 1 for the tensor (distinct readers), 3 inputs for D.
-    assert got == [("tensor", "net/conv1/Conv2D:0", 2), ("tensor", "net/conv2/Conv2D:0", 1), ("tensor", "net/relu/Relu:0", 1),
-                   ("op", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", 3), ("op", "net/conv2/Conv2D", 1),
-                   ("op", "net/relu/Relu", 1)]
+    assert got == [
+        ("tensor", "net/conv1/Conv2D:0", 2),
+        ("tensor", "net/conv2/Conv2D:0", 1),
+        ("tensor", "net/relu/Relu:0", 1),
+        ("op", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", 3),
+        ("op", "net/conv2/Conv2D", 1),
+        ("op", "net/relu/Relu", 1),
+    ]
     got = [(r["kind"], r["name"], r["degree"]) for r in rows(graph, "fan-out", gpu, n=1)]
-    assert got == [("tensor", "net/conv1/Conv2D:0", 2), ("op", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", 3)]
+    assert got == [
+        ("tensor", "net/conv1/Conv2D:0", 2),
+        ("op", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", 3),
+    ]
 
 
 def test_fan_out_on_seed(graph, alexnet):
-    pairs = graph.run("MATCH (o:Op {trace: $t})-[:CONSUMES]->(x:Tensor) RETURN o.name, x.name", {"t": alexnet}, trace=alexnet).rows
+    pairs = graph.run(
+        "MATCH (o:Op {trace: $t})-[:CONSUMES]->(x:Tensor) RETURN o.name, x.name", {"t": alexnet}, trace=alexnet
+    ).rows
     readers: dict = {}
     inputs: dict = {}
     for o, x in pairs:
@@ -392,16 +494,28 @@ def test_fan_out_on_seed(graph, alexnet):
 
 def test_op_neighborhood_small(gpu, graph):
     def got(op, **p):
-        return [(r["direction"], r["op"], r["type"], r["hops"]) for r in rows(graph, "op-neighborhood", gpu, op=op, **p)]
+        return [
+            (r["direction"], r["op"], r["type"], r["hops"]) for r in rows(graph, "op-neighborhood", gpu, op=op, **p)
+        ]
 
     d = "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"
-    assert got(d) == [("ancestor", "net/conv2/Conv2D", "Conv2D", 1), ("ancestor", "net/relu/Relu", "Relu", 1),
-                      ("ancestor", "net/conv1/Conv2D", "Conv2D", 2), ("ancestor", "net/unused", "Conv2D", 2)]
+    assert got(d) == [
+        ("ancestor", "net/conv2/Conv2D", "Conv2D", 1),
+        ("ancestor", "net/relu/Relu", "Relu", 1),
+        ("ancestor", "net/conv1/Conv2D", "Conv2D", 2),
+        ("ancestor", "net/unused", "Conv2D", 2),
+    ]
     assert got(d, hops=1) == got(d)[:2]
-    assert got("net/conv1/Conv2D") == [("descendant", "net/conv2/Conv2D", "Conv2D", 1), ("descendant", "net/relu/Relu", "Relu", 1),
-                                       ("descendant", d, "Conv2DBackpropInput", 2)]
-    assert got("net/relu/Relu", hops=1) == [("ancestor", "net/conv1/Conv2D", "Conv2D", 1), ("ancestor", "net/unused", "Conv2D", 1),
-                                            ("descendant", d, "Conv2DBackpropInput", 1)]
+    assert got("net/conv1/Conv2D") == [
+        ("descendant", "net/conv2/Conv2D", "Conv2D", 1),
+        ("descendant", "net/relu/Relu", "Relu", 1),
+        ("descendant", d, "Conv2DBackpropInput", 2),
+    ]
+    assert got("net/relu/Relu", hops=1) == [
+        ("ancestor", "net/conv1/Conv2D", "Conv2D", 1),
+        ("ancestor", "net/unused", "Conv2D", 1),
+        ("descendant", d, "Conv2DBackpropInput", 1),
+    ]
     assert got("net/late/Add") == [("ancestor", "_SOURCE", "NoOp", 1)]  # a control edge
     assert got("no/such/op") == []
     with pytest.raises(UserError, match="needs parameter 'op'"):
@@ -414,12 +528,19 @@ def test_op_neighborhood_caps_at_ten_hops(graph):
     assert [(r["op"], r["hops"]) for r in got] == [(f"c{12 - h}", h) for h in range(1, 11)]  # c0, c1 are 12 and 11 away
     got = rows(graph, "op-neighborhood", trace, op="c5", hops=3)
     assert [(r["direction"], r["op"], r["hops"]) for r in got] == [
-        ("ancestor", "c4", 1), ("ancestor", "c3", 2), ("ancestor", "c2", 3),
-        ("descendant", "c6", 1), ("descendant", "c7", 2), ("descendant", "c8", 3)]
+        ("ancestor", "c4", 1),
+        ("ancestor", "c3", 2),
+        ("ancestor", "c2", 3),
+        ("descendant", "c6", 1),
+        ("descendant", "c7", 2),
+        ("descendant", "c8", 3),
+    ]
 
 
 def test_op_neighborhood_on_seed(graph, alexnet):
-    edges = graph.run("MATCH (a:Op {trace: $t})-[:DATA|CONTROL]->(b:Op) RETURN a.name, b.name", {"t": alexnet}, trace=alexnet).rows
+    edges = graph.run(
+        "MATCH (a:Op {trace: $t})-[:DATA|CONTROL]->(b:Op) RETURN a.name, b.name", {"t": alexnet}, trace=alexnet
+    ).rows
     preds: dict = {}
     for a, b in edges:
         preds.setdefault(b, set()).add(a)
@@ -442,8 +563,16 @@ def test_trace_diff_slowed_op_comes_first_on_seed(graph):
     new = store(graph, slow_tf, "diff-slow")
     w = float(base_tf.ops.loc[base_tf.ops["uid"] == victim, "weight_us"].iloc[0])
     got = rows(graph, "trace-diff", new, base=base)
-    assert got == [{"op": "conv3/BiasAdd", "type": "BiasAdd", "base_us": w, "dur_us": 5 * w, "delta_us": 4 * w,
-                    "status": "changed"}]
+    assert got == [
+        {
+            "op": "conv3/BiasAdd",
+            "type": "BiasAdd",
+            "base_us": w,
+            "dur_us": 5 * w,
+            "delta_us": 4 * w,
+            "status": "changed",
+        }
+    ]
     assert rows(graph, "trace-diff", base, base=base) == []
 
 
@@ -452,14 +581,31 @@ def test_trace_diff_small_added_removed_changed(gpu, graph):
     tf.ops = tf.ops[tf.ops["uid"] != "op:L"].copy()  # SGD/update removed (base 3)
     tf.ops.loc[tf.ops["uid"] == "op:C", ["dur_us", "end_us"]] = [2.0, 14.0]  # Relu 5 -> 2
     tf.ops.loc[tf.ops["uid"] == "op:I", "type"] = "AddV2"  # same name, other type: removed + added
-    extra = frame([{"uid": "op:M", "name": "net/new/Mul", "type": "Mul", "device": tf.ops["device"].iloc[0], "seq": 11,
-                    "start_us": 0.0, "end_us": 7.0, "dur_us": 7.0, "phase": "forward", "executed": True, "attrs": "{}"}],
-                  OP_COLUMNS)
+    extra = frame(
+        [
+            {
+                "uid": "op:M",
+                "name": "net/new/Mul",
+                "type": "Mul",
+                "device": tf.ops["device"].iloc[0],
+                "seq": 11,
+                "start_us": 0.0,
+                "end_us": 7.0,
+                "dur_us": 7.0,
+                "phase": "forward",
+                "executed": True,
+                "attrs": "{}",
+            }
+        ],
+        OP_COLUMNS,
+    )
     tf.ops = pd.concat([tf.ops, extra], ignore_index=True)
     tf.check()
     new = store(graph, tf, "small-gpu-v2")
-    got = [(r["op"], r["type"], r["base_us"], r["dur_us"], r["delta_us"], r["status"])
-           for r in rows(graph, "trace-diff", new, base=gpu)]
+    got = [
+        (r["op"], r["type"], r["base_us"], r["dur_us"], r["delta_us"], r["status"])
+        for r in rows(graph, "trace-diff", new, base=gpu)
+    ]
     assert got == [
         ("net/new/Mul", "Mul", None, 7, 7, "added"),
         ("SGD/update", "ApplyGradientDescent", 3, None, -3, "removed"),
@@ -468,7 +614,12 @@ def test_trace_diff_small_added_removed_changed(gpu, graph):
         ("net/late/Add", "AddV2", None, 2, 2, "added"),
     ]
     got = [(r["op"], r["status"]) for r in rows(graph, "trace-diff", new, base=gpu, min_delta_us=3)]
-    assert got == [("net/new/Mul", "added"), ("SGD/update", "removed"), ("net/late/Add", "removed"), ("net/late/Add", "added")]
+    assert got == [
+        ("net/new/Mul", "added"),
+        ("SGD/update", "removed"),
+        ("net/late/Add", "removed"),
+        ("net/late/Add", "added"),
+    ]
     # The other way round, added and removed swap.
     back = [(r["op"], r["type"], r["delta_us"], r["status"]) for r in rows(graph, "trace-diff", gpu, base=new)]
     assert back[0] == ("net/new/Mul", "Mul", -7, "removed") and back[-1] == ("net/late/Add", "AddV2", -2, "removed")
@@ -478,10 +629,16 @@ def test_trace_diff_summary_small(gpu, graph):
     new = store(graph, slowed(small_gpu(), "op:B", 5.0), "small-gpu-slow")
     got = [(r["metric"], r["base"], r["value"], r["delta"]) for r in rows(graph, "trace-diff-summary", new, base=gpu)]
     # B's kernels stretch to [10,110) and [15,65): span 110; critical path A 10 + B 150 + D 20.
-    assert got == [("span_us", 77, 110, 33), ("critical_path_us", 60, 180, 120), ("memory_peak_bytes", 370, 370, 0),
-                   ("ops", 11, 11, 0)]
-    assert [(r["op"], r["base_us"], r["dur_us"], r["delta_us"], r["status"]) for r in rows(graph, "trace-diff", new, base=gpu)] \
-        == [("net/conv2/Conv2D", 30, 150, 120, "changed")]
+    assert got == [
+        ("span_us", 77, 110, 33),
+        ("critical_path_us", 60, 180, 120),
+        ("memory_peak_bytes", 370, 370, 0),
+        ("ops", 11, 11, 0),
+    ]
+    assert [
+        (r["op"], r["base_us"], r["dur_us"], r["delta_us"], r["status"])
+        for r in rows(graph, "trace-diff", new, base=gpu)
+    ] == [("net/conv2/Conv2D", 30, 150, 120, "changed")]
 
 
 def test_trace_diff_needs_a_ready_base(gpu, graph):
@@ -509,16 +666,25 @@ def test_trace_diff_base_without_times_is_not_available(gpu, graph):
 def test_not_available_reasons(graph):
     plain = store(graph, chain(3), "plain")  # times and deps; no kernels, copies or memory
     expect = {
-        "memory-timeline": "memory allocation records", "tensor-lifetimes": "memory allocation records",
-        "stream-utilization": "kernel", "idle-gaps": "kernel", "memcpy-overhead": "memory copies",
+        "memory-timeline": "memory allocation records",
+        "tensor-lifetimes": "memory allocation records",
+        "stream-utilization": "kernel",
+        "idle-gaps": "kernel",
+        "memcpy-overhead": "memory copies",
     }
     for name, reason in expect.items():
         res = run_analysis(graph, name, plain, {})
         assert res.rows == [] and res.note.startswith("not available: ") and reason in res.note, (name, res.note)
     # What needs only times/deps still works, with null memory columns.
-    assert [(r["scope"], r["ops"], r["total_us"], r["peak_live_bytes"]) for r in rows(graph, "layer-breakdown", plain)] == \
-        [("(root)", 3, 3, None)]
-    assert rows(graph, "phase-breakdown", plain)[0] == {"phase": "forward", "ops": 3, "total_us": 3, "bytes_allocated": None}
+    assert [
+        (r["scope"], r["ops"], r["total_us"], r["peak_live_bytes"]) for r in rows(graph, "layer-breakdown", plain)
+    ] == [("(root)", 3, 3, None)]
+    assert rows(graph, "phase-breakdown", plain)[0] == {
+        "phase": "forward",
+        "ops": 3,
+        "total_us": 3,
+        "bytes_allocated": None,
+    }
     assert [r["slack_us"] for r in rows(graph, "slack", plain)] == [0, 0, 0]
     single = store(graph, chain(1), "single")  # no dependencies at all
     for name, params in [("slack", {}), ("fan-out", {}), ("op-neighborhood", {"op": "c0"})]:
@@ -551,7 +717,9 @@ def test_trace_stored_with_another_layout_is_refused(graph, gpu):
     assert rows(graph, "fan-out", gpu, n=1)
     # (the catalog's Trace node: where the runner reads a trace's facts)
     graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) SET t.schema_version = 1", {"t": gpu}, write=True)
-    with pytest.raises(UserError, match=rf"graph schema 1, this one reads {SCHEMA_VERSION}\): ingest it again with --replace"):
+    with pytest.raises(
+        UserError, match=rf"graph schema 1, this one reads {SCHEMA_VERSION}\): ingest it again with --replace"
+    ):
         run_analysis(graph, "fan-out", gpu, {})
     graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) REMOVE t.schema_version", {"t": gpu}, write=True)
     with pytest.raises(UserError, match="graph schema 1"):

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SEED_MEGENGINE, SEED_OPLIST, SEED_STEPSTATS, trace_nodes
 from fastapi.testclient import TestClient
 
-from conftest import SEED_MEGENGINE, SEED_OPLIST, SEED_STEPSTATS, trace_nodes
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
 from tracegraph.queries.catalog import catalog, get, parse_header
@@ -37,8 +37,14 @@ def _engine(db_uri):
 
 
 def make_client(**settings) -> TestClient:
-    base = dict(api_key=None, max_upload_bytes=64 * 1024 * 1024, sync_upload_bytes=16 * 1024 * 1024,
-                sync_wait_s=60.0, cypher_timeout_ms=10_000, cypher_max_rows=10_000)
+    base = dict(
+        api_key=None,
+        max_upload_bytes=64 * 1024 * 1024,
+        sync_upload_bytes=16 * 1024 * 1024,
+        sync_wait_s=60.0,
+        cypher_timeout_ms=10_000,
+        cypher_max_rows=10_000,
+    )
     base.update(settings)
     return TestClient(create_app(ENGINE["uri"], Settings(**base)))
 
@@ -115,9 +121,12 @@ def test_list_and_describe_traces(client, alexnet):
 
 
 def test_unknown_trace_is_404(client):
-    for r in (client.get("/traces/no-such-trace"), client.delete("/traces/no-such-trace"),
-              client.get("/traces/no-such-trace/queries/top-ops"),
-              client.get("/traces/no-such-trace/queries/peak-memory?format=csv")):
+    for r in (
+        client.get("/traces/no-such-trace"),
+        client.delete("/traces/no-such-trace"),
+        client.get("/traces/no-such-trace/queries/top-ops"),
+        client.get("/traces/no-such-trace/queries/peak-memory?format=csv"),
+    ):
         assert r.status_code == 404, r.text
         assert "no-such-trace" in one_line_detail(r)
 
@@ -140,8 +149,16 @@ def test_catalog(client):
     assert set(items) == set(catalog())
     top = items["top-ops"]
     assert top["summary"] and top["columns"][0] == {"name": "op", "doc": "op name"}
-    assert top["params"] == [{"name": "n", "type": "INTEGER", "required": False, "default": 10,
-                              "doc": "how many ops to return", "choices": []}]
+    assert top["params"] == [
+        {
+            "name": "n",
+            "type": "INTEGER",
+            "required": False,
+            "default": 10,
+            "doc": "how many ops to return",
+            "choices": [],
+        }
+    ]
     for name in GRAPH_ANALYSES:
         assert items[name]["graph"] is True
     assert items["top-ops"]["graph"] is False
@@ -168,10 +185,18 @@ def test_analysis_parameters_are_typed(client, alexnet):
     assert r2.json() == r.json()
 
 
-@pytest.mark.parametrize("query, name", [
-    ("n=abc", "n"), ("n=1.5", "n"), ("n=99999999999999999999999", "n"), ("n=-1", "n"),
-    ("bogus=1", "bogus"), ("n=1&n=2", "n"), ("format=xml", "format"),
-])
+@pytest.mark.parametrize(
+    "query, name",
+    [
+        ("n=abc", "n"),
+        ("n=1.5", "n"),
+        ("n=99999999999999999999999", "n"),
+        ("n=-1", "n"),
+        ("bogus=1", "bogus"),
+        ("n=1&n=2", "n"),
+        ("format=xml", "format"),
+    ],
+)
 def test_bad_parameter_is_422_naming_it(client, alexnet, query, name):
     r = client.get(f"/traces/{alexnet}/queries/top-ops?{query}")
     assert r.status_code == 422, r.text
@@ -221,20 +246,21 @@ def test_graph_analysis_headers():
         a = get(name)
         text = (ROOT / "cypher" / f"{name}.cypher").read_text()
         assert parse_header(text, f"{name}.cypher") == a and a.graph
-        header, browser = text.split("\n// Neo4j Browser:\n", 1)
+        _header, browser = text.split("\n// Neo4j Browser:\n", 1)
         lines = [ln for ln in browser.splitlines() if ln.startswith("//")]
         assert {ln.split()[2] for ln in lines} == {p.name for p in a.params}
         body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("//"))
         assert not re.search(r"(?i)\b(EXISTS|COUNT|CALL)\s*\{", body)
-    assert not any(a.graph for a in catalog().values() if a.name not in GRAPH_ANALYSES
-                   and not a.name.endswith("-graph"))
+    assert not any(
+        a.graph for a in catalog().values() if a.name not in GRAPH_ANALYSES and not a.name.endswith("-graph")
+    )
 
 
 def test_critical_path_graph(client, alexnet):
     facts = client.get(f"/traces/{alexnet}").json()
     body = client.get(f"/traces/{alexnet}/queries/critical-path-graph").json()
     assert body["columns"] == ["ops", "window_us", "critical_path_us", "path"]
-    (ops, window, length, path), = body["rows"]
+    ((ops, window, length, path),) = body["rows"]
     assert path["kind"] == "path"
     assert ops == len(path["nodes"]) == facts["critical_path_ops"]
     assert window == length == facts["critical_path_us"]
@@ -248,30 +274,39 @@ def test_critical_path_graph(client, alexnet):
     names = [r[1] for r in table["rows"]]
     assert [n["properties"]["name"] for n in reversed(path["nodes"])] == names
     # A window: steps 10..14 of the path, i.e. rows 10..14 of the table.
-    (ops, window, _, path), = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
-                                         params={"first_step": 10, "max_ops": 5}).json()["rows"]
+    ((ops, window, _, path),) = client.get(
+        f"/traces/{alexnet}/queries/critical-path-graph", params={"first_step": 10, "max_ops": 5}
+    ).json()["rows"]
     assert ops == 5 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[10:15]
     weights = [r[table["columns"].index("dur_us")] for r in table["rows"]]
     assert window == pytest.approx(sum(weights[10:15]))
     # Cut at the path's end; nothing past it.
-    (ops, *_), = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
-                            params={"first_step": facts["critical_path_ops"] - 2}).json()["rows"]
+    ((ops, *_),) = client.get(
+        f"/traces/{alexnet}/queries/critical-path-graph", params={"first_step": facts["critical_path_ops"] - 2}
+    ).json()["rows"]
     assert ops == 2
-    past = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
-                      params={"first_step": facts["critical_path_ops"]}).json()
+    past = client.get(
+        f"/traces/{alexnet}/queries/critical-path-graph", params={"first_step": facts["critical_path_ops"]}
+    ).json()
     assert past["rows"] == []
     # A one-op window (the UNION's second branch): a path of one node.
-    (ops, window, _, path), = client.get(f"/traces/{alexnet}/queries/critical-path-graph",
-                                         params={"first_step": 7, "max_ops": 1}).json()["rows"]
+    ((ops, window, _, path),) = client.get(
+        f"/traces/{alexnet}/queries/critical-path-graph", params={"first_step": 7, "max_ops": 1}
+    ).json()["rows"]
     assert ops == 1 and path["relationships"] == [] and window == weights[7]
     assert [n["properties"]["name"] for n in path["nodes"]] == [names[7]]
 
 
 def test_op_neighborhood_graph(client, session_graph, alexnet):
     op = "conv3/Conv2D"
-    direct = {r[0] for r in session_graph.run(
-        "MATCH (o:Op {trace: $t, name: $op})-[:DATA|CONTROL]-(n:Op) RETURN DISTINCT n.name",
-        {"t": alexnet, "op": op}, trace=alexnet).rows}
+    direct = {
+        r[0]
+        for r in session_graph.run(
+            "MATCH (o:Op {trace: $t, name: $op})-[:DATA|CONTROL]-(n:Op) RETURN DISTINCT n.name",
+            {"t": alexnet, "op": op},
+            trace=alexnet,
+        ).rows
+    }
     one = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 1}).json()
     assert {r[1] for r in one["rows"]} == direct
     two = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op}).json()
@@ -291,8 +326,11 @@ def test_peak_tensors_graph(client, alexnet):
     body = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph").json()
     peak = client.get(f"/traces/{alexnet}/queries/peak-memory").json()
     cols = peak["columns"]
-    live = sorted((r[cols.index("allocator")], r[cols.index("bytes")], r[cols.index("tensor")])
-                  for r in peak["rows"] if r[cols.index("tensor")] is not None)
+    live = sorted(
+        (r[cols.index("allocator")], r[cols.index("bytes")], r[cols.index("tensor")])
+        for r in peak["rows"]
+        if r[cols.index("tensor")] is not None
+    )
     got = []
     for allocator, nbytes, path, node in body["rows"]:
         labels = [n["labels"][0] for n in path["nodes"]]
@@ -306,7 +344,7 @@ def test_peak_tensors_graph(client, alexnet):
     assert len(live) > 3
     top = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph", params={"n": 3}).json()["rows"]
     ranked = sorted(live, key=lambda r: (r[0], -r[1], r[2]))
-    expected = [r for r in ranked if sum(1 for q in ranked[:ranked.index(r)] if q[0] == r[0]) < 3]
+    expected = [r for r in ranked if sum(1 for q in ranked[: ranked.index(r)] if q[0] == r[0]) < 3]
     assert [(a, b, p["nodes"][1]["properties"]["name"]) for a, b, p, _ in top] == expected
 
 
@@ -314,15 +352,23 @@ def test_peak_tensors_graph(client, alexnet):
 
 
 def test_cypher_read(client, alexnet):
-    r = client.post("/cypher", json={"query": "MATCH (o:Op {trace: $t}) RETURN o.name AS name, o LIMIT 2",
-                                     "params": {"t": alexnet}, "trace": alexnet})
+    r = client.post(
+        "/cypher",
+        json={
+            "query": "MATCH (o:Op {trace: $t}) RETURN o.name AS name, o LIMIT 2",
+            "params": {"t": alexnet},
+            "trace": alexnet,
+        },
+    )
     assert r.status_code == 200
     body = r.json()
     assert body["columns"] == ["name", "o"] and len(body["rows"]) == 2 and body["truncated"] is False
     node = body["rows"][0][1]
     assert node["kind"] == "node" and node["labels"] == ["Op"] and node["properties"]["name"] == body["rows"][0][0]
-    r = client.post("/cypher", json={"query": "MATCH p = (:Op {trace: $trace})-[:LAUNCHED]->(:Kernel) RETURN p LIMIT 1",
-                                     "trace": alexnet})
+    r = client.post(
+        "/cypher",
+        json={"query": "MATCH p = (:Op {trace: $trace})-[:LAUNCHED]->(:Kernel) RETURN p LIMIT 1", "trace": alexnet},
+    )
     path = r.json()["rows"][0][0]
     assert path["kind"] == "path" and path["relationships"][0]["type"] == "LAUNCHED"
     # Values JSON has no literal for: NaN and infinity come back as null.
@@ -334,23 +380,37 @@ def test_cypher_write_is_refused_and_changes_nothing(client, session_graph, alex
     count = "MATCH (o:Op {trace: $trace}) RETURN count(o)"
     before = session_graph.run(count, trace=alexnet).rows[0][0]
     assert before > 0
-    for query in ("MATCH (o:Op) DETACH DELETE o", "CREATE (:Op {trace: 'x'})",
-                  "MATCH (o:Op) SET o.name = 'x'", "CREATE INDEX FOR (n:Foo) ON (n.bar)"):
+    for query in (
+        "MATCH (o:Op) DETACH DELETE o",
+        "CREATE (:Op {trace: 'x'})",
+        "MATCH (o:Op) SET o.name = 'x'",
+        "CREATE INDEX FOR (n:Foo) ON (n.bar)",
+    ):
         for trace in (None, alexnet):
             r = client.post("/cypher", json={"query": query, "trace": trace})
             assert 400 <= r.status_code < 500, (query, r.status_code, r.text)
             one_line_detail(r)
     assert session_graph.run(count, trace=alexnet).rows[0][0] == before
-    assert session_graph.run("MATCH (o:Op {trace: $t}) WHERE o.name = 'x' RETURN count(o)",
-                             {"t": alexnet}, trace=alexnet).rows[0][0] == 0
+    assert (
+        session_graph.run(
+            "MATCH (o:Op {trace: $t}) WHERE o.name = 'x' RETURN count(o)", {"t": alexnet}, trace=alexnet
+        ).rows[0][0]
+        == 0
+    )
 
 
 def test_cypher_errors(client):
     r = client.post("/cypher", json={"query": "THIS IS NOT CYPHER"})
     assert r.status_code == 400
     one_line_detail(r)
-    for body in ({}, {"query": ""}, {"query": 1}, {"query": "RETURN 1", "params": []},
-                 {"query": "RETURN $x", "params": {"x": 2 ** 70}}, {"query": "RETURN 1", "extra": 1}):
+    for body in (
+        {},
+        {"query": ""},
+        {"query": 1},
+        {"query": "RETURN 1", "params": []},
+        {"query": "RETURN $x", "params": {"x": 2**70}},
+        {"query": "RETURN 1", "extra": 1},
+    ):
         r = client.post("/cypher", json=body)
         assert r.status_code == 422, (body, r.text)
         one_line_detail(r)
@@ -366,8 +426,13 @@ def test_cypher_row_cap_and_timeout(session_graph, alexnet):
         r = c.post("/cypher", json={"query": "MATCH (o:Op {trace: $trace}) RETURN o.name", "trace": alexnet})
         assert r.status_code == 200
         assert len(r.json()["rows"]) == 5 and r.json()["truncated"] is True
-        r = c.post("/cypher", json={"query": "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 "
-                                             "RETURN count(*)", "trace": alexnet})
+        r = c.post(
+            "/cypher",
+            json={
+                "query": "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 RETURN count(*)",
+                "trace": alexnet,
+            },
+        )
         assert r.status_code == 400 and "timed out" in one_line_detail(r)
 
 
@@ -377,8 +442,10 @@ def test_cypher_timeout_bounds_the_whole_request(session_graph, alexnet):
     coarse). bench/run.py measures how close to the limit; here the bound
     is loose so that a busy machine cannot fail it."""
     with make_client(cypher_timeout_ms=1000) as c:
-        for query in ("UNWIND range(1, 100000000) AS i RETURN i",
-                      "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 RETURN count(*)"):
+        for query in (
+            "UNWIND range(1, 100000000) AS i RETURN i",
+            "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 RETURN count(*)",
+        ):
             t0 = time.monotonic()
             r = c.post("/cypher", json={"query": query, "trace": alexnet})
             elapsed = time.monotonic() - t0
@@ -413,11 +480,14 @@ def test_upload_equals_cli_ingest(client, graph, alexnet):
     assert a == b
 
 
-@pytest.mark.parametrize("name, content, status", [
-    ("garbage.bin", b"\x00\x01\x02 definitely not a trace \xff" * 50, 415),
-    ("empty.txt", b"", 400),
-    ("broken.json", b'{"profiler": {"opr_footprint": ', None),
-])
+@pytest.mark.parametrize(
+    "name, content, status",
+    [
+        ("garbage.bin", b"\x00\x01\x02 definitely not a trace \xff" * 50, 415),
+        ("empty.txt", b"", 400),
+        ("broken.json", b'{"profiler": {"opr_footprint": ', None),
+    ],
+)
 def test_upload_garbage_is_refused_and_leaves_nothing(client, graph, name, content, status):
     before = trace_names(client)
     r = upload(client, "api-garbage", (name, content))
@@ -525,9 +595,14 @@ def test_whatif(client, alexnet):
     assert body["trace"] == alexnet and body["matched_ops"] > 0 and body["critical_path_us"] < body["baseline_us"]
     same = client.post(f"/traces/{alexnet}/whatif", json={"match": ["type=Conv2D.*"], "factor": 1}).json()
     assert same["critical_path_us"] == same["baseline_us"]
-    for bad in ({"match": "type=NoSuchType", "factor": 0.5}, {"match": "nonsense", "factor": 0.5},
-                {"match": "type=(", "factor": 0.5}, {"match": "type=Conv2D", "factor": -1},
-                {"match": [], "factor": 1}, {"factor": 1}):
+    for bad in (
+        {"match": "type=NoSuchType", "factor": 0.5},
+        {"match": "nonsense", "factor": 0.5},
+        {"match": "type=(", "factor": 0.5},
+        {"match": "type=Conv2D", "factor": -1},
+        {"match": [], "factor": 1},
+        {"factor": 1},
+    ):
         r = client.post(f"/traces/{alexnet}/whatif", json=bad)
         assert r.status_code == 422, (bad, r.text)
         one_line_detail(r)
@@ -541,8 +616,15 @@ def test_whatif(client, alexnet):
 def test_api_key(session_graph, alexnet):
     with make_client(api_key="s3cret") as c:
         assert c.get("/health").status_code == 200
-        for path in ("/traces", f"/traces/{alexnet}/queries/top-ops", "/queries", "/openapi.json", "/docs",
-                     "/browser/guide.html", "/jobs/x"):
+        for path in (
+            "/traces",
+            f"/traces/{alexnet}/queries/top-ops",
+            "/queries",
+            "/openapi.json",
+            "/docs",
+            "/browser/guide.html",
+            "/jobs/x",
+        ):
             r = c.get(path)
             assert r.status_code == 401, path
             assert r.headers["www-authenticate"] == "Bearer"
@@ -583,7 +665,9 @@ def test_browser_guide(client):
     slides = {re.search(r"<h3>(.*?)</h3>", s).group(1): s for s in html.split("<slide")[1:]}
     assert set(catalog()) <= set(slides)
     for a in catalog().values():  # every analysis: its :param block and its query, from the catalog
-        mine = [unescape(b) for b in re.findall(r'class="pre-scrollable code runnable">(.*?)</pre>', slides[a.name], re.S)]
+        mine = [
+            unescape(b) for b in re.findall(r'class="pre-scrollable code runnable">(.*?)</pre>', slides[a.name], re.S)
+        ]
         assert query_body(a) in mine
         # One Browser command sets every parameter (the header's values, the trace asked for).
         setup = next(b for b in mine if b.startswith(":params {trace: 'alexnet'"))
@@ -618,16 +702,33 @@ def test_grass_style_sheet(client):
 def test_openapi_and_docs(client):
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
-    for p in ("/health", "/traces", "/traces/{trace}", "/jobs/{job_id}", "/queries", "/cypher",
-              "/traces/{trace}/queries/{name}", "/traces/{trace}/whatif"):
+    for p in (
+        "/health",
+        "/traces",
+        "/traces/{trace}",
+        "/jobs/{job_id}",
+        "/queries",
+        "/cypher",
+        "/traces/{trace}/queries/{name}",
+        "/traces/{trace}/whatif",
+    ):
         assert p in paths, p
     for a in catalog().values():  # each analysis documents its typed parameters
         op = paths[f"/traces/{{trace}}/queries/{a.name}"]["get"]
         declared = {p["name"]: p["schema"]["type"] for p in op["parameters"] if p["in"] == "query"}
         for p in a.params:
             if p.name != "trace":
-                assert declared[p.name] == {"STRING": "string", "INTEGER": "integer", "FLOAT": "number",
-                                            "BOOLEAN": "boolean", "TRACE": "string", "ENUM": "string"}[p.type]
+                assert (
+                    declared[p.name]
+                    == {
+                        "STRING": "string",
+                        "INTEGER": "integer",
+                        "FLOAT": "number",
+                        "BOOLEAN": "boolean",
+                        "TRACE": "string",
+                        "ENUM": "string",
+                    }[p.type]
+                )
     upload_body = paths["/traces"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert upload_body["required"] == ["trace", "files"]
     r = client.get("/docs")

@@ -46,8 +46,9 @@ class _NoLifespan:
 # no database until the fixture below starts it, inside the session's
 # TRACEGRAPH_HOME. (`schemathesis.pytest.from_fixture` would be the lazy way,
 # but 4.x trips over pytest 9's node ids.)
-APP = create_app("embedded", Settings(max_upload_bytes=1024 * 1024, cypher_timeout_ms=2000,
-                                      cypher_max_rows=100, sync_wait_s=30))
+APP = create_app(
+    "embedded", Settings(max_upload_bytes=1024 * 1024, cypher_timeout_ms=2000, cypher_max_rows=100, sync_wait_s=30)
+)
 schema = schemathesis.openapi.from_asgi("/openapi.json", _NoLifespan(APP))
 schema.config.generation.update(max_examples=MAX_EXAMPLES)
 # A schema-valid request may still be refused for what it says rather than
@@ -55,11 +56,13 @@ schema.config.generation.update(max_examples=MAX_EXAMPLES)
 # a limit the database refuses or a regex that matches no op (422). Those
 # answers are the API working; 5xx never is (not_a_server_error).
 schema.config.checks.positive_data_acceptance = PositiveDataAcceptanceConfig(
-    expected_statuses=["2xx", "3xx", "400", "401", "403", "404", "409", "413", "415", "422", "429"])
+    expected_statuses=["2xx", "3xx", "400", "401", "403", "404", "409", "413", "415", "422", "429"]
+)
 # An upload past the server's limits (size, number of files) is refused with
 # 413 while it streams, before the rest of it could be validated.
 schema.config.checks.negative_data_rejection = NegativeDataRejectionConfig(
-    expected_statuses=["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"])
+    expected_statuses=["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -69,10 +72,16 @@ def running_app(session_graph, alexnet):
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, derandomize=DERANDOMIZE,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=DERANDOMIZE,
+    suppress_health_check=list(HealthCheck),
+)
 def test_no_server_errors(case, graph):
     response = case.call()
     assert response.status_code < 500, (
-        f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}")
+        f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
+    )
     case.validate_response(response)

@@ -15,14 +15,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Folder -> import package, as pyproject.toml maps them.
-PACKAGES = {"tracegraph": "tracegraph", "tracegraph/db": "tracegraph.db", "ingest": "tracegraph.ingest",
-            "queries": "tracegraph.queries", "api": "tracegraph.api"}
+PACKAGES = {
+    "tracegraph": "tracegraph",
+    "tracegraph/db": "tracegraph.db",
+    "ingest": "tracegraph.ingest",
+    "queries": "tracegraph.queries",
+    "api": "tracegraph.api",
+}
 # Layers, lowest first: a module may import from its own layer's package and
 # from lower layers only. ingest and queries share a layer and must not
 # import each other.
 LAYERS = [
-    {"tracegraph"},            # the core: errors, facts, dag, output
-    {"tracegraph.db"},         # the Graph interface and the engines
+    {"tracegraph"},  # the core: errors, facts, dag, output
+    {"tracegraph.db"},  # the Graph interface and the engines
     {"tracegraph.ingest", "tracegraph.queries"},
     {"tracegraph.api"},
     {"tracegraph.cli"},
@@ -66,7 +71,7 @@ def imports(path: Path) -> list[str]:
 
 def test_imports_go_down_the_layers_only():
     wrong = []
-    for name, layer, path in modules():
+    for _name, layer, path in modules():
         for imported in imports(path):
             target = layer_of(imported)
             if not imported.startswith("tracegraph") or target is None or target == layer:
@@ -78,7 +83,7 @@ def test_imports_go_down_the_layers_only():
 
 def test_only_the_database_layer_talks_to_drivers():
     wrong = []
-    for name, layer, path in modules():
+    for _name, layer, path in modules():
         for imported in imports(path):
             if imported.split(".")[0] in DRIVERS and layer != "tracegraph.db":
                 wrong.append(f"{path.relative_to(ROOT)} imports {imported}")
@@ -86,9 +91,16 @@ def test_only_the_database_layer_talks_to_drivers():
 
 
 def test_nothing_outside_the_database_layer_branches_on_the_engine():
-    branch = re.compile(r"\bbackend\s*(==|!=|\bin\b|\bnot in\b)|\bkind\s*(==|!=|\bin\b)\s*[(\[]?['\"](embedded|falkordb|neo4j)")
-    wrong = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for _, layer, path in modules() if layer != "tracegraph.db"
-             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if branch.search(line)]
+    branch = re.compile(
+        r"\bbackend\s*(==|!=|\bin\b|\bnot in\b)|\bkind\s*(==|!=|\bin\b)\s*[(\[]?['\"](embedded|falkordb|neo4j)"
+    )
+    wrong = [
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+        for _, layer, path in modules()
+        if layer != "tracegraph.db"
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if branch.search(line)
+    ]
     assert wrong == []
 
 
@@ -103,4 +115,4 @@ def test_schema_page_is_the_declarations():
 
     text = (ROOT / "cypher" / "SCHEMA.md").read_text(encoding="utf-8")
     begin, end = "<!-- generated: python -m tracegraph.ingest.schema -->\n", "\n<!-- end generated -->"
-    assert text[text.index(begin) + len(begin):text.index(end)] == schema.markdown()
+    assert text[text.index(begin) + len(begin) : text.index(end)] == schema.markdown()

@@ -33,9 +33,18 @@ def test_deterministic_and_exact_op_count():
 
 def test_realistic_shape():
     text = generate.to_text(generate.generate(1000, seed=0))
-    for needle in ('device: "/job:localhost/replica:0/task:0/device:GPU:0"', 'device: "/device:GPU:0/stream:all"',
-                   'device: "/device:GPU:0/memcpy"', "allocation_records {", "allocation_description {",
-                   ":MEMCPYHtoD", ":MEMCPYDtoH", ":Snapshot:MEMCPYDtoD", "FusedBatchNormV3:1", "= NoOp(^"):
+    for needle in (
+        'device: "/job:localhost/replica:0/task:0/device:GPU:0"',
+        'device: "/device:GPU:0/stream:all"',
+        'device: "/device:GPU:0/memcpy"',
+        "allocation_records {",
+        "allocation_description {",
+        ":MEMCPYHtoD",
+        ":MEMCPYDtoH",
+        ":Snapshot:MEMCPYDtoD",
+        "FusedBatchNormV3:1",
+        "= NoOp(^",
+    ):
         assert needle in text, needle
 
 

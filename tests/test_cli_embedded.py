@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import SEED_STEPSTATS, run_cli
 
 
@@ -52,10 +51,14 @@ def test_ingest_query_and_no_stray_server(tmp_path):
     assert re.search(r"trace alexnet: [\d,]+ nodes, [\d,]+ relationships", out)
     assert "Op 118" in out and "Allocation 108" in out
     assert _gone(home)  # the CLI stopped the server it started
-    rows = json.loads(run_cli("query", "peak-memory", "--trace", "alexnet", "--format", "json", home=home, check=True).stdout)
+    rows = json.loads(
+        run_cli("query", "peak-memory", "--trace", "alexnet", "--format", "json", home=home, check=True).stdout
+    )
     gpu = [r for r in rows if r["allocator"] == "GPU_0_bfc"]
     assert sum(r["bytes"] for r in gpu) == gpu[0]["peak_bytes"] == 1238944256
-    csv = run_cli("query", "top-ops", "--trace", "alexnet", "--param", "n=2", "--format", "csv", home=home, check=True).stdout
+    csv = run_cli(
+        "query", "top-ops", "--trace", "alexnet", "--param", "n=2", "--format", "csv", home=home, check=True
+    ).stdout
     assert csv.splitlines()[0] == "op,type,device,dur_us,kernels_us,share" and len(csv.splitlines()) == 3
     traces = json.loads(run_cli("traces", "--format", "json", home=home, check=True).stdout)
     assert [t["trace"] for t in traces] == ["alexnet"]
@@ -64,10 +67,12 @@ def test_ingest_query_and_no_stray_server(tmp_path):
 
 def test_library_user_that_never_closes_leaves_no_server(tmp_path):
     home = tmp_path / "home"
-    script = ("from tracegraph.db.connect import open_graph\n"
-              "g = open_graph(None)\n"
-              "print(g.run('RETURN 1 + 1').rows[0][0])\n"
-              f"print(open({str(home / 'falkordb' / 'server.pid')!r}).read().strip())\n")  # and no g.close()
+    script = (
+        "from tracegraph.db.connect import open_graph\n"
+        "g = open_graph(None)\n"
+        "print(g.run('RETURN 1 + 1').rows[0][0])\n"
+        f"print(open({str(home / 'falkordb' / 'server.pid')!r}).read().strip())\n"
+    )  # and no g.close()
     env = dict(os.environ, TRACEGRAPH_HOME=str(home))
     env.pop("TRACEGRAPH_DB", None)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
@@ -85,7 +90,9 @@ def test_library_user_that_never_closes_leaves_no_server(tmp_path):
         pytest.fail(f"the server (pid {pid}) outlived the program that started it")
 
 
-@pytest.mark.parametrize("content", [b"", b"\x00\xff\x13garbage\x00" * 50, b"dev_stats {\n  device: \"/device:GPU:0\"\n  node_stats {"])
+@pytest.mark.parametrize(
+    "content", [b"", b"\x00\xff\x13garbage\x00" * 50, b'dev_stats {\n  device: "/device:GPU:0"\n  node_stats {']
+)
 def test_bad_input_is_one_line_exit_1_and_changes_nothing(tmp_path, content):
     home = tmp_path / "home"
     run_cli("ingest", str(SEED_STEPSTATS), "--trace", "keep", home=home, check=True)
@@ -126,14 +133,28 @@ def test_cypher_read_only_unless_write(tmp_path):
     count = "MATCH (o:Op {trace: 'a'}) RETURN count(o) AS n"
     on_a = ("--trace", "a")
     assert json.loads(run_cli("cypher", count, *on_a, "--format", "json", home=home, check=True).stdout) == [{"n": 118}]
-    assert run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", *on_a,
-                   home=home).returncode == 1
+    assert (
+        run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", *on_a, home=home).returncode
+        == 1
+    )
     # _SOURCE has a record on the CPU and one on the GPU: two ops.
-    run_cli("cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", *on_a, "--write", home=home,
-            check=True)
+    run_cli(
+        "cypher", "MATCH (o:Op {trace: 'a', name: '_SOURCE'}) DETACH DELETE o", *on_a, "--write", home=home, check=True
+    )
     assert json.loads(run_cli("cypher", count, *on_a, "--format", "json", home=home, check=True).stdout) == [{"n": 116}]
-    rows = json.loads(run_cli("cypher", "MATCH (o:Op {trace: $t}) RETURN o.name AS n ORDER BY n LIMIT 1", "--param", "t=a",
-                              *on_a, "--format", "json", home=home, check=True).stdout)
+    rows = json.loads(
+        run_cli(
+            "cypher",
+            "MATCH (o:Op {trace: $t}) RETURN o.name AS n ORDER BY n LIMIT 1",
+            "--param",
+            "t=a",
+            *on_a,
+            "--format",
+            "json",
+            home=home,
+            check=True,
+        ).stdout
+    )
     names = re.findall(r'node_name: "([^"]+)"', SEED_STEPSTATS.read_text())
     assert rows == [{"n": min(n for n in names if ":" not in n and n != "_SOURCE")}]
 
@@ -217,8 +238,15 @@ def test_racing_starts_make_one_server_and_a_killed_reaper_is_replaced(tmp_path)
     home = tmp_path / "home"
     env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="5")
     env.pop("TRACEGRAPH_DB", None)
-    procs = [subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "traces"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tracegraph.cli", "traces"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(4)
+    ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
     assert len(_processes(home, "redis-server")) == 1 and len(_processes(home, "--reap")) == 1
     (reaper,) = _processes(home, "--reap")
@@ -244,8 +272,12 @@ def _ingest_stderr_on_a_terminal(home: Path, *extra: str) -> str:
     master, slave = pty.openpty()
     env = dict(os.environ, TRACEGRAPH_HOME=str(home), COLUMNS="120")
     env.pop("TRACEGRAPH_DB", None)
-    proc = subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "ingest", str(SEED_STEPSTATS), "--trace", "tty",
-                             "--replace", *extra], stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegraph.cli", "ingest", str(SEED_STEPSTATS), "--trace", "tty", "--replace", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env=env,
+    )
     os.close(slave)
     chunks = []
     while True:

@@ -52,7 +52,10 @@ def run_lint(node: str, paths: list[Path]) -> dict[str, list[dict]]:
     """Run lint.mjs on ``paths``; return {path: diagnostics}."""
     proc = subprocess.run(
         [node, str(LINT_SCRIPT), *map(str, paths)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"lint.mjs exited {proc.returncode}\nstderr:\n{proc.stderr}\nstdout:\n{proc.stdout}"
     try:
@@ -142,8 +145,9 @@ def test_valid_query_with_comments_and_params_is_clean(samples):
     assert samples["valid"] == [], describe({"valid": samples["valid"]})
 
 
-@pytest.mark.parametrize("name", ["broken", "undefined_variable", "removed_exists_property",
-                                  "removed_curly_param", "cypher25_let"])
+@pytest.mark.parametrize(
+    "name", ["broken", "undefined_variable", "removed_exists_property", "removed_curly_param", "cypher25_let"]
+)
 def test_linter_reports_errors(samples, name):
     errs = errors(samples[name])
     assert errs, f"{name}: expected an error, got:\n{describe({name: samples[name]})}"

@@ -11,18 +11,22 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
 from stepstats_builder import Op, write
-from tracegraph.errors import DependencyCycle, InputError
+
 from tracegraph.dag import dependency_dag
+from tracegraph.errors import DependencyCycle, InputError
 from tracegraph.ingest.pipeline import parse_files
 
 
 def cycle_ops() -> list[Op]:
     """b reads a, c reads b, a reads c; recorded b first; d hangs off c."""
-    return [Op("b", "Mul", 0, 10, ["a"]), Op("c", "Sub", 10, 10, ["b"]), Op("a", "Add", 20, 10, ["c"]),
-            Op("d", "Neg", 30, 5, ["c"])]
+    return [
+        Op("b", "Mul", 0, 10, ["a"]),
+        Op("c", "Sub", 10, 10, ["b"]),
+        Op("a", "Add", 20, 10, ["c"]),
+        Op("d", "Neg", 30, 5, ["c"]),
+    ]
 
 
 def test_stepstats_cycle_is_refused_naming_it(tmp_path):
@@ -43,10 +47,12 @@ def test_cli_refuses_the_cycle_and_writes_nothing(tmp_path):
 
 def test_op_listing_control_cycle(tmp_path):
     p = tmp_path / "listing.txt"
-    p.write_text("x/a, ^x/c, (float32 2x2), GPU, 0\n"
-                 "x/b, ^x/a, (float32 2x2), GPU, 0\n"
-                 "x/c, ^x/b, (float32 2x2), GPU, 0\n"
-                 "x/d, ^x/c, (float32 2x2), GPU, 0\n")
+    p.write_text(
+        "x/a, ^x/c, (float32 2x2), GPU, 0\n"
+        "x/b, ^x/a, (float32 2x2), GPU, 0\n"
+        "x/c, ^x/b, (float32 2x2), GPU, 0\n"
+        "x/d, ^x/c, (float32 2x2), GPU, 0\n"
+    )
     with pytest.raises(InputError) as e:
         parse_files([p])
     assert str(e.value) == f"{p}: dependency cycle of 3 ops: x/a -> x/b -> x/c -> x/a"
@@ -63,11 +69,16 @@ def test_listing_joined_to_stepstats_of_another_run(tmp_path):
 
 
 def test_megengine_cycle_names_operators_by_name_and_id(tmp_path):
-    doc = {"graph_exec": {
-        "operator": {"1": {"name": "a", "type": "Elemwise", "input": ["12"], "output": ["11"]},
-                     "2": {"name": "b", "type": "Elemwise", "input": ["11"], "output": ["12"]}},
-        "var": {"11": {"comp_node": "gpu0:0"}, "12": {"comp_node": "gpu0:0"}},
-        "comp_seq": ["1", "2"]}}
+    doc = {
+        "graph_exec": {
+            "operator": {
+                "1": {"name": "a", "type": "Elemwise", "input": ["12"], "output": ["11"]},
+                "2": {"name": "b", "type": "Elemwise", "input": ["11"], "output": ["12"]},
+            },
+            "var": {"11": {"comp_node": "gpu0:0"}, "12": {"comp_node": "gpu0:0"}},
+            "comp_seq": ["1", "2"],
+        }
+    }
     p = tmp_path / "profile.json"
     p.write_text(json.dumps(doc))
     with pytest.raises(InputError) as e:
@@ -78,9 +89,9 @@ def test_megengine_cycle_names_operators_by_name_and_id(tmp_path):
 def test_chainer_cycle_is_refused_by_its_ranks(tmp_path):
     # Function 0 reads block 2, which function 1 makes from block 1, which function 0 makes.
     p = tmp_path / "graph.txt"
-    p.write_text("3 2\n0 4 _\n1 4 _\n2 4 _\n"
-                 "forward\n1 1\n2 _\n1\nF\n{\"rank\": 0}\n"
-                 "forward\n1 1\n1 _\n2\nG\n{\"rank\": 1}\n")
+    p.write_text(
+        '3 2\n0 4 _\n1 4 _\n2 4 _\nforward\n1 1\n2 _\n1\nF\n{"rank": 0}\nforward\n1 1\n1 _\n2\nG\n{"rank": 1}\n'
+    )
     with pytest.raises(InputError, match=r"block 2 is read before the function at line 11 produces it"):
         parse_files([p])
 

@@ -41,9 +41,23 @@ def compose() -> str:
 
 
 def compose_config(*extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([compose(), "-f", str(DOCKER / "compose.yaml"),
-                           "--env-file", str(DOCKER / "neo4j.env.example"), *extra, "config", "--format", "json"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [
+            compose(),
+            "-f",
+            str(DOCKER / "compose.yaml"),
+            "--env-file",
+            str(DOCKER / "neo4j.env.example"),
+            *extra,
+            "config",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
 
 
 def test_compose_file_validates_and_wires_the_api_to_neo4j():
@@ -69,8 +83,13 @@ def test_compose_file_validates_and_wires_the_api_to_neo4j():
 def test_compose_refuses_a_missing_password(tmp_path):
     env = tmp_path / "empty.env"
     env.write_text("NEO4J_PASSWORD=\n")
-    proc = subprocess.run([compose(), "-f", str(DOCKER / "compose.yaml"), "--env-file", str(env),
-                           "config", "-q"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = subprocess.run(
+        [compose(), "-f", str(DOCKER / "compose.yaml"), "--env-file", str(env), "config", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert proc.returncode != 0 and "NEO4J_PASSWORD" in proc.stderr
 
 

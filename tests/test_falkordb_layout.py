@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import redis
-
 from conftest import SEED_STEPSTATS, run_cli
+
 from tracegraph.queries.catalog import catalog
 from tracegraph.queries.run import run_analysis
 
@@ -61,12 +61,14 @@ def answers(trace: str) -> dict:
 
 def _plain(rows: list) -> list:
     """Graph values without their engine ids (which a reload may change)."""
+
     def strip(v):
         if isinstance(v, dict):
             return {k: strip(x) for k, x in v.items() if k not in ("id", "start", "end")}
         if isinstance(v, list):
             return [strip(x) for x in v]
         return v
+
     return strip(rows)
 
 
@@ -123,8 +125,13 @@ def test_server_killed_in_the_middle_of_a_load(tmp_path, monkeypatch):
     files = generate.write(generate.generate(8000, seed=5), tmp_path)
     env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="60", TRACEGRAPH_BATCH_ROWS="500")
     env.pop("TRACEGRAPH_DB", None)
-    proc = subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "ingest", str(files["binary"]), "--trace", "big"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegraph.cli", "ingest", str(files["binary"]), "--trace", "big"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sock = str(home / "falkordb" / "server.sock")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -164,8 +171,10 @@ def test_old_one_graph_layout_is_refused_with_what_to_do(tmp_path):
     sock = server.acquire()
     try:
         redis.Redis(unix_socket_path=sock).execute_command(
-            "GRAPH.QUERY", "tracegraph", "CREATE (:Trace {trace: 'old', uid: 'trace', status: 'ready'}), "
-                                         "(:Op {trace: 'old', uid: 'op:a'})")
+            "GRAPH.QUERY",
+            "tracegraph",
+            "CREATE (:Trace {trace: 'old', uid: 'trace', status: 'ready'}), (:Op {trace: 'old', uid: 'op:a'})",
+        )
     finally:
         server.release()
     for args in (["traces"], ["query", "top-ops", "--trace", "old"], ["ingest", str(SEED_STEPSTATS)]):

@@ -22,9 +22,10 @@ from tracegraph.ingest.formats import tf_stepstats
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # bench/ is a plain folder of the repository
 
-from bench import generate  # noqa: E402
 from bad_input import EDITS, mutate  # noqa: E402
 from stepstats_builder import Op, write  # noqa: E402
+
+from bench import generate  # noqa: E402
 
 SEED = ROOT / "examples" / "traces" / "tf1-alexnet-stepstats.pbtxt"
 FRAMES = ["ops", "kernels", "tensors", "consumes", "deps", "allocations", "devices", "streams", "allocators"]
@@ -97,14 +98,14 @@ REJECTED = {
     "unknown field": '  device: "x"\n  colour: 3\n',
     "escape in string": '  device: "a\\"b"\n',
     "two fields on a line": '  device: "x" node_stats { }\n',
-    "octal": "  node_stats {\n    node_name: \"a\"\n    all_start_micros: 010\n  }\n",
-    "hex": "  node_stats {\n    node_name: \"a\"\n    all_start_micros: 0x10\n  }\n",
-    "out of range": "  node_stats {\n    node_name: \"a\"\n    thread_id: 4294967296\n  }\n",
-    "field twice": "  node_stats {\n    node_name: \"a\"\n    node_name: \"b\"\n  }\n",
-    "message with colon": "  node_stats: {\n    node_name: \"a\"\n  }\n",
-    "angle brackets": "  node_stats <\n    node_name: \"a\"\n  >\n",
-    "unknown enum": "  node_stats {\n    node_name: \"a\"\n    output {\n      tensor_description {\n        dtype: DT_NOPE\n"
-                    "      }\n    }\n  }\n",
+    "octal": '  node_stats {\n    node_name: "a"\n    all_start_micros: 010\n  }\n',
+    "hex": '  node_stats {\n    node_name: "a"\n    all_start_micros: 0x10\n  }\n',
+    "out of range": '  node_stats {\n    node_name: "a"\n    thread_id: 4294967296\n  }\n',
+    "field twice": '  node_stats {\n    node_name: "a"\n    node_name: "b"\n  }\n',
+    "message with colon": '  node_stats: {\n    node_name: "a"\n  }\n',
+    "angle brackets": '  node_stats <\n    node_name: "a"\n  >\n',
+    "unknown enum": '  node_stats {\n    node_name: "a"\n    output {\n      tensor_description {\n        dtype: DT_NOPE\n'
+    "      }\n    }\n  }\n",
 }
 
 
@@ -118,11 +119,14 @@ def test_fast_reader_declines_what_it_does_not_read_exactly(tmp_path, case):
     assert_same_outcome(p)
 
 
-@pytest.mark.parametrize("text", [
-    "dev_stats {\n",  # unterminated
-    "dev_stats {\n}\n}\n",  # unbalanced
-    'dev_stats {\n  device: "/job:a/device:GPU:0"\n}\n',  # no records
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "dev_stats {\n",  # unterminated
+        "dev_stats {\n}\n}\n",  # unbalanced
+        'dev_stats {\n  device: "/job:a/device:GPU:0"\n}\n',  # no records
+    ],
+)
 def test_broken_texts_give_the_same_error(tmp_path, text):
     p = tmp_path / "broken.pbtxt"
     p.write_text(text)
@@ -131,8 +135,13 @@ def test_broken_texts_give_the_same_error(tmp_path, text):
 
 def test_other_layouts_fall_back_to_protobuf(tmp_path):
     """Fields on one line (the test helper's layout) are text_format's job."""
-    p = write(tmp_path, [Op("a", "MatMul", 0, 10, [], [(13, 1, 5)], [(1, 256), (9, -256)], 256),
-                         Op("b", "Relu", 12, 5, ["a"], [(13, 13, 3)])])
+    p = write(
+        tmp_path,
+        [
+            Op("a", "MatMul", 0, 10, [], [(13, 1, 5)], [(1, 256), (9, -256)], 256),
+            Op("b", "Relu", 12, 5, ["a"], [(13, 13, 3)]),
+        ],
+    )
     with pytest.raises(stepstats_text.Unsupported):
         stepstats_text.parse(p.read_text(), wrapped=False)
     assert_same_outcome(p)

@@ -12,11 +12,11 @@ import random
 import re
 from pathlib import Path
 
+import bad_input
 import pandas as pd
 import pytest
-
-import bad_input
 from bad_input import EDITS, garbage, mutate
+
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import chainer_graph
 
@@ -30,12 +30,13 @@ PEAK_STEP = 65
 
 # --- reference walk over the raw lines -------------------------------------------
 
+
 def reference(path: Path) -> dict:
     """Order, lifetimes and the per-step memory curve, straight from the text."""
     lines = path.read_text().splitlines()
     n_blocks, n_funcs = (int(x) for x in lines[0].split())
     size, name = {}, {}
-    for line in lines[1:1 + n_blocks]:
+    for line in lines[1 : 1 + n_blocks]:
         bid, nbytes, bname = line.split(" ", 2)
         size[bid], name[bid] = int(nbytes), bname
     funcs, i = [], 1 + n_blocks
@@ -43,7 +44,7 @@ def reference(path: Path) -> dict:
         phase = lines[i]
         n_in, n_out = (int(x) for x in lines[i + 1].split())
         ins = [lines[i + 2 + j].split() for j in range(n_in)]
-        outs = lines[i + 2 + n_in:i + 2 + n_in + n_out]
+        outs = lines[i + 2 + n_in : i + 2 + n_in + n_out]
         fname = lines[i + 2 + n_in + n_out]
         rank = json.loads(lines[i + 3 + n_in + n_out])["rank"]
         funcs.append({"k": k, "phase": phase, "ins": ins, "outs": outs, "fname": fname, "rank": rank})
@@ -68,8 +69,16 @@ def reference(path: Path) -> dict:
         live[key] = (lo, hi)
     curve = [sum(size[b] for (b, g), (lo, hi) in live.items() if lo <= s < hi) for s in range(n)]
     peak = max(curve)
-    return {"n": n, "order": order, "live": live, "curve": curve, "peak": peak,
-            "peak_step": curve.index(peak), "size": size, "name": name}
+    return {
+        "n": n,
+        "order": order,
+        "live": live,
+        "curve": curve,
+        "peak": peak,
+        "peak_step": curve.index(peak),
+        "size": size,
+        "name": name,
+    }
 
 
 def uid(key: tuple[str, str]) -> str:
@@ -92,6 +101,7 @@ def trace():
 
 
 # --- the seed --------------------------------------------------------------------
+
 
 def test_counts_and_contract(trace, ref):
     trace.check()
@@ -136,8 +146,9 @@ def test_gradients_are_their_own_tensors(trace, ref):
 
 def test_data_deps_match_tensor_flow(trace):
     prod = dict(zip(trace.tensors["uid"], trace.tensors["producer"]))
-    expected = {(prod[t], op) for op, t in zip(trace.consumes["op"], trace.consumes["tensor"])
-                if isinstance(prod[t], str)}
+    expected = {
+        (prod[t], op) for op, t in zip(trace.consumes["op"], trace.consumes["tensor"]) if isinstance(prod[t], str)
+    }
     got = set(zip(trace.deps["src"], trace.deps["dst"]))
     assert got == expected and len(got) == len(trace.deps)
     assert set(trace.deps["kind"]) == {"data"}
@@ -169,8 +180,7 @@ def test_memory_peak_in_steps(trace, ref):
     # largest four (411 MB each) being fc6/W, its gradient and the two retained
     # conv1_1 activations (blocks 82 and 85) that backward has not reached yet.
     op = trace.ops.set_index("seq").loc[PEAK_STEP]
-    assert (op["uid"], op["type"], op["phase"], json.loads(op["attrs"])["rank"]) == (
-        "op:56", "ReLU", "backward", 26)
+    assert (op["uid"], op["type"], op["phase"], json.loads(op["attrs"])["rank"]) == ("op:56", "ReLU", "backward", 26)
     assert len(live) == 70
     top = live.sort_values("bytes", ascending=False).head(4)
     assert set(top["tensor"]) == {"t:5", "t:5:grad", "t:82", "t:85"} and set(top["bytes"]) == {411_041_792}
@@ -178,6 +188,7 @@ def test_memory_peak_in_steps(trace, ref):
 
 
 # --- sniffing --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", sorted(TRACES.iterdir()), ids=lambda p: p.name)
 def test_sniff(path):
@@ -187,6 +198,7 @@ def test_sniff(path):
 
 
 # --- bad and unusual input -----------------------------------------------------------
+
 
 def parse_or_error(path: Path):
     """The frames (checked), or None after checking the InputError names file and line."""
@@ -221,7 +233,7 @@ def test_truncated_at_line(tmp_path, keep):
 def test_truncated_mid_line(tmp_path, fraction):
     data = SEED.read_bytes()
     p = tmp_path / "cut.txt"
-    p.write_bytes(data[:int(len(data) * fraction)])
+    p.write_bytes(data[: int(len(data) * fraction)])
     assert parse_or_error(p) is None
 
 
@@ -233,9 +245,9 @@ def test_missing_final_newline_is_fine(tmp_path, ref):
 
 def split_sections(lines: list[str]) -> tuple[str, list[str], list[list[str]]]:
     n_blocks = int(lines[0].split()[0])
-    blocks = lines[1:1 + n_blocks]
+    blocks = lines[1 : 1 + n_blocks]
     funcs, cur = [], []
-    for line in lines[1 + n_blocks:]:
+    for line in lines[1 + n_blocks :]:
         if line in ("forward", "backward") and cur:
             funcs.append(cur)
             cur = []
@@ -264,19 +276,22 @@ def test_swapped_name_and_attributes_is_an_error(tmp_path):
     assert error_line(write(tmp_path, lines)) == 93
 
 
-@pytest.mark.parametrize("line_no, old, new, where", [
-    (1, "86 92", "86 93", 808),  # one function too many: the file ends early
-    (1, "86 92", "85 92", 87),  # one block too few: a block line where 'forward' belongs
-    (1, "86 92", "86 x2", 1),
-    (2, "12845056", "1284x056", 2),
-    (2, "12845056", "-12845056", 2),
-    (90, "17 _", "999 _", 90),  # unknown block
-    (90, "17 _", "17 gradient", 90),  # backward role in a forward function
-    (89, "1 1", "1 2", 92),  # an extra output: the function name is read as a block id
-    (93, '"rank": 39', '"rank": "39"', 93),
-    (93, '"rank": 39', '"rank": 0', 90),  # ReLU before the conv that makes its input
-    (2, "0 12845056 _", "17 12845056 _", 19),  # duplicate block id (17 is on line 19)
-])
+@pytest.mark.parametrize(
+    "line_no, old, new, where",
+    [
+        (1, "86 92", "86 93", 808),  # one function too many: the file ends early
+        (1, "86 92", "85 92", 87),  # one block too few: a block line where 'forward' belongs
+        (1, "86 92", "86 x2", 1),
+        (2, "12845056", "1284x056", 2),
+        (2, "12845056", "-12845056", 2),
+        (90, "17 _", "999 _", 90),  # unknown block
+        (90, "17 _", "17 gradient", 90),  # backward role in a forward function
+        (89, "1 1", "1 2", 92),  # an extra output: the function name is read as a block id
+        (93, '"rank": 39', '"rank": "39"', 93),
+        (93, '"rank": 39', '"rank": 0', 90),  # ReLU before the conv that makes its input
+        (2, "0 12845056 _", "17 12845056 _", 19),  # duplicate block id (17 is on line 19)
+    ],
+)
 def test_corrupted_numbers(tmp_path, line_no, old, new, where):
     lines = seed_lines()
     assert old in lines[line_no - 1]

@@ -14,10 +14,10 @@ import random
 import re
 from pathlib import Path
 
-import pytest
-
 import bad_input
+import pytest
 from bad_input import garbage
+
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import megengine_profile
 
@@ -34,6 +34,7 @@ PEAK_GPU_BYTES = 198_051_840
 
 # --- reference walk over the raw JSON ------------------------------------------------
 
+
 def raw() -> dict:
     return json.loads(SEED.read_text())
 
@@ -42,16 +43,18 @@ def reference(doc: dict) -> dict:
     g, prof = doc["graph_exec"], doc["profiler"]
     order = g["comp_seq"]
     pos = {oid: i for i, oid in enumerate(order)}
-    stamps = [t for part in ("host", "device") for recs in prof[part].values()
-              for rec in recs.values() for t in rec.values()]
+    stamps = [
+        t for part in ("host", "device") for recs in prof[part].values() for rec in recs.values() for t in rec.values()
+    ]
     origin = min(stamps)
     span = {}
     for oid in order:
         recs = prof["device"].get(oid) or prof["host"][oid]
-        span[oid] = (min(r["start"] for r in recs.values()) - origin) * 1e6, \
-                    (max(r["end"] for r in recs.values()) - origin) * 1e6
-    device_us = {oid: sum(r["end"] - r["start"] for r in recs.values()) * 1e6
-                 for oid, recs in prof["device"].items()}
+        span[oid] = (
+            (min(r["start"] for r in recs.values()) - origin) * 1e6,
+            (max(r["end"] for r in recs.values()) - origin) * 1e6,
+        )
+    device_us = {oid: sum(r["end"] - r["start"] for r in recs.values()) * 1e6 for oid, recs in prof["device"].items()}
     slowest = max(device_us, key=device_us.get)
     touch: dict[str, set] = {}
     for oid, op in g["operator"].items():
@@ -76,17 +79,25 @@ def reference(doc: dict) -> dict:
         if place.get(vid) == "dyn:" + vid:
             blocks["dyn:" + vid] = {"bytes": v["prev_dev_ptr_end"] - v["prev_dev_ptr"], "node": v["comp_node"]}
     for key, b in blocks.items():
-        ops = sorted({o for vid, p in place.items() if p == key for o in touch.get(vid, ()) if o in pos},
-                     key=pos.get)
+        ops = sorted({o for vid, p in place.items() if p == key for o in touch.get(vid, ()) if o in pos}, key=pos.get)
         b["life"] = (span[ops[0]][0], span[ops[-1]][1]) if ops else None
     peaks = {}
     for node in {v["comp_node"] for v in g["var"].values()}:
         mine = [b for b in blocks.values() if b["node"] == node and b["life"]]
-        peaks[node] = max([sum(b["bytes"] for b in mine if b["life"][0] <= t < b["life"][1])
-                           for t in {b["life"][0] for b in mine}], default=0)
-    return {"executed": len(order), "operators": len(g["operator"]), "span": span,
-            "total_device_us": sum(device_us[o] for o in order), "slowest": slowest,
-            "slowest_us": device_us[slowest], "blocks": blocks, "peaks": peaks}
+        peaks[node] = max(
+            [sum(b["bytes"] for b in mine if b["life"][0] <= t < b["life"][1]) for t in {b["life"][0] for b in mine}],
+            default=0,
+        )
+    return {
+        "executed": len(order),
+        "operators": len(g["operator"]),
+        "span": span,
+        "total_device_us": sum(device_us[o] for o in order),
+        "slowest": slowest,
+        "slowest_us": device_us[slowest],
+        "blocks": blocks,
+        "peaks": peaks,
+    }
 
 
 def parser_peaks(frames) -> dict[str, int]:
@@ -95,8 +106,10 @@ def parser_peaks(frames) -> dict[str, int]:
     a = frames.allocations.dropna(subset=["alloc_us"])
     for alloc in frames.allocators["uid"]:
         mine = a[a["allocator"] == alloc]
-        out[alloc[4:]] = max([int(mine.loc[(mine["alloc_us"] <= t) & (mine["free_us"] > t), "bytes"].sum())
-                              for t in mine["alloc_us"]], default=0)
+        out[alloc[4:]] = max(
+            [int(mine.loc[(mine["alloc_us"] <= t) & (mine["free_us"] > t), "bytes"].sum()) for t in mine["alloc_us"]],
+            default=0,
+        )
     return out
 
 
@@ -111,6 +124,7 @@ def trace():
 
 
 # --- the seed --------------------------------------------------------------------
+
 
 def test_counts_and_contract(trace, ref):
     trace.check()
@@ -194,6 +208,7 @@ def test_allocations_and_peak_per_comp_node(trace, ref):
 
 # --- sniffing --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", sorted(TRACES.iterdir()), ids=lambda p: p.name)
 def test_sniff(path):
     with path.open("rb") as fh:
@@ -207,10 +222,12 @@ def test_sniff_rejects_other_json():
 
 # --- bad and unusual input -----------------------------------------------------------
 
+
 def parse_or_error(path: Path):
     """The frames (checked), or None after checking the InputError is one line naming a place."""
-    return bad_input.parse_or_error(megengine_profile.parse, path,
-                                    r"\((line \d+|[a-z_]+[.\[(].*|graph_exec|profiler)\)", or_empty=True)
+    return bad_input.parse_or_error(
+        megengine_profile.parse, path, r"\((line \d+|[a-z_]+[.\[(].*|graph_exec|profiler)\)", or_empty=True
+    )
 
 
 def error_where(path: Path) -> str:
@@ -231,7 +248,7 @@ def dump(tmp_path: Path, doc: dict, name: str = "variant.json") -> Path:
 def test_truncated(tmp_path, fraction):
     data = SEED.read_bytes()
     p = tmp_path / "cut.json"
-    p.write_bytes(data[:int(len(data) * fraction)])
+    p.write_bytes(data[: int(len(data) * fraction)])
     assert re.fullmatch(r"line 1 column \d+", error_where(p))
 
 
@@ -256,20 +273,27 @@ def _set(doc: dict, dotted: list, value) -> None:
     doc[dotted[-1]] = value
 
 
-@pytest.mark.parametrize("field, value, where", [
-    (["graph_exec", "comp_seq", 3], "99999", "graph_exec.comp_seq[3]"),
-    (["graph_exec", "comp_seq", 3], "536", "graph_exec.comp_seq[3]"),  # listed twice
-    (["graph_exec", "mem_chunk", "chk200", "size"], -512, 'graph_exec.mem_chunk["chk200"].size'),
-    (["graph_exec", "mem_chunk", "chk200", "size"], "512", 'graph_exec.mem_chunk["chk200"].size'),
-    (["graph_exec", "var", "783", "prev_dev_ptr_end"], 5, 'graph_exec.var["783"].prev_dev_ptr_end'),
-    (["graph_exec", "operator", "621", "input", 0], "no-such-var", 'graph_exec.operator["621"].input[0]'),
-    (["graph_exec", "operator", "621", "output"], ["518"], 'graph_exec.operator["621"].output[0]'),
-    (["profiler", "device", "802", "gpu0:0", "end"], 0.0, 'profiler.device["802"]["gpu0:0"].end'),
-    (["profiler", "host", "802", "interpreter", "start"], "soon", 'profiler.host["802"]["interpreter"].start'),
-    (["profiler", "device", "802", "gpu0:0", "start"], math.nan, 'profiler.device["802"]["gpu0:0"].start'),
-    (["graph_exec", "var", "200", "mem_plan", "mem_chunk_id"], "chk0", 'graph_exec.var["200"].mem_plan.mem_chunk_id'),
-    (["graph_exec", "var"], [], "graph_exec.var"),
-])
+@pytest.mark.parametrize(
+    "field, value, where",
+    [
+        (["graph_exec", "comp_seq", 3], "99999", "graph_exec.comp_seq[3]"),
+        (["graph_exec", "comp_seq", 3], "536", "graph_exec.comp_seq[3]"),  # listed twice
+        (["graph_exec", "mem_chunk", "chk200", "size"], -512, 'graph_exec.mem_chunk["chk200"].size'),
+        (["graph_exec", "mem_chunk", "chk200", "size"], "512", 'graph_exec.mem_chunk["chk200"].size'),
+        (["graph_exec", "var", "783", "prev_dev_ptr_end"], 5, 'graph_exec.var["783"].prev_dev_ptr_end'),
+        (["graph_exec", "operator", "621", "input", 0], "no-such-var", 'graph_exec.operator["621"].input[0]'),
+        (["graph_exec", "operator", "621", "output"], ["518"], 'graph_exec.operator["621"].output[0]'),
+        (["profiler", "device", "802", "gpu0:0", "end"], 0.0, 'profiler.device["802"]["gpu0:0"].end'),
+        (["profiler", "host", "802", "interpreter", "start"], "soon", 'profiler.host["802"]["interpreter"].start'),
+        (["profiler", "device", "802", "gpu0:0", "start"], math.nan, 'profiler.device["802"]["gpu0:0"].start'),
+        (
+            ["graph_exec", "var", "200", "mem_plan", "mem_chunk_id"],
+            "chk0",
+            'graph_exec.var["200"].mem_plan.mem_chunk_id',
+        ),
+        (["graph_exec", "var"], [], "graph_exec.var"),
+    ],
+)
 def test_corrupted_fields(tmp_path, field, value, where):
     doc = raw()
     _set(doc, field, value)
@@ -330,12 +354,12 @@ def test_without_profiler_the_trace_is_in_steps(tmp_path):
 def _paths(obj, prefix=()):
     if isinstance(obj, dict):
         for k, v in obj.items():
-            yield prefix + (k,)
-            yield from _paths(v, prefix + (k,))
+            yield (*prefix, k)
+            yield from _paths(v, (*prefix, k))
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            yield prefix + (i,)
-            yield from _paths(v, prefix + (i,))
+            yield (*prefix, i)
+            yield from _paths(v, (*prefix, i))
 
 
 def test_random_field_mutations_never_crash(tmp_path):

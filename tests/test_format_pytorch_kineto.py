@@ -15,16 +15,15 @@ parser:
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
 import math
 from pathlib import Path
 
-import pytest
-
 import kineto_builder as kb
+import pytest
 from conftest import everything
+
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import pytorch_kineto
 from tracegraph.ingest.pipeline import detect, ingest, parse_files
@@ -62,6 +61,7 @@ def gpu(graph, gpu_file):
 
 
 # --- the hand-built GPU trace ------------------------------------------------------------------
+
 
 def test_detected_by_content(tmp_path, gpu_file):
     plain = kb.write(tmp_path / "run.json", gz=False)
@@ -121,12 +121,18 @@ def test_top_ops_and_breakdowns(graph, gpu):
     # ProfilerStep#1: 200 - (30 + 15 + 28 + 8 + 8 + 30) = 81
     top = rows(graph, "top-ops", gpu, n=6)
     assert [(r["op"], r["dur_us"]) for r in top] == [
-        ("ProfilerStep#1", pytest.approx(81.0)), ("aten::mm", pytest.approx(40.0)),
-        ("nccl:all_reduce", pytest.approx(40.0)), ("cudaDeviceSynchronize", pytest.approx(30.0)),
-        ("cudaMemcpyAsync", pytest.approx(24.0)), ("aten::copy_", pytest.approx(20.0))]
+        ("ProfilerStep#1", pytest.approx(81.0)),
+        ("aten::mm", pytest.approx(40.0)),
+        ("nccl:all_reduce", pytest.approx(40.0)),
+        ("cudaDeviceSynchronize", pytest.approx(30.0)),
+        ("cudaMemcpyAsync", pytest.approx(24.0)),
+        ("aten::copy_", pytest.approx(20.0)),
+    ]
     types = {r["type"]: r for r in rows(graph, "op-type-breakdown", gpu)}
     assert types["cudaLaunchKernel"]["count"] == 3 and types["cudaLaunchKernel"]["total_us"] == pytest.approx(17.0)
-    assert sum(r["total_us"] for r in types.values()) == pytest.approx(81 + 40 + 8 + 10 + 5 + 20 + 24 + 40 + 4 + 3 + 3 + 30)
+    assert sum(r["total_us"] for r in types.values()) == pytest.approx(
+        81 + 40 + 8 + 10 + 5 + 20 + 24 + 40 + 4 + 3 + 3 + 30
+    )
     phases = {r["phase"]: r for r in rows(graph, "phase-breakdown", gpu)}
     # nccl:all_reduce (its NCCL kernel, 40) and the launch inside it (4)
     assert (phases["communication"]["ops"], phases["communication"]["total_us"]) == (2, pytest.approx(44.0))
@@ -140,17 +146,29 @@ def test_streams_idle_gaps_and_copies(graph, gpu):
     util = {r["stream"]: r for r in rows(graph, "stream-utilization", gpu, min_gap_us=0)}
     # union of kernel intervals: stream 7 = 40 + 10 + 3, stream 8 = 20, stream 9 = 40; span 200
     assert {s: r["busy_us"] for s, r in util.items()} == {
-        "stream:7": pytest.approx(53.0), "stream:8": pytest.approx(20.0), "stream:9": pytest.approx(40.0)}
+        "stream:7": pytest.approx(53.0),
+        "stream:8": pytest.approx(20.0),
+        "stream:9": pytest.approx(40.0),
+    }
     assert util["stream:7"]["window_us"] == pytest.approx(200.0)
     assert (util["stream:7"]["gaps"], util["stream:7"]["gap_us"]) == (2, pytest.approx(33.0))
     gaps = rows(graph, "idle-gaps", gpu)
     assert [(g["gap_us"], g["before_op"], g["after_op"], g["at_us"]) for g in gaps] == [
         (pytest.approx(28.0), "aten::add", "aten::zero_", pytest.approx(80.0)),
-        (pytest.approx(5.0), "aten::mm", "aten::add", pytest.approx(65.0))]
+        (pytest.approx(5.0), "aten::mm", "aten::add", pytest.approx(65.0)),
+    ]
     copies = rows(graph, "memcpy-overhead", gpu)
     # one DtoH copy [66, 86): compute kernels cover [66, 70) is free, [70, 80) covered, [80, 86) free
-    assert copies == [{"direction": "DtoH", "copies": 1, "bytes": 4000, "total_us": pytest.approx(20.0),
-                       "gbps": pytest.approx(0.2), "exposed_us": pytest.approx(10.0)}]
+    assert copies == [
+        {
+            "direction": "DtoH",
+            "copies": 1,
+            "bytes": 4000,
+            "total_us": pytest.approx(20.0),
+            "gbps": pytest.approx(0.2),
+            "exposed_us": pytest.approx(10.0),
+        }
+    ]
 
 
 def test_memory(graph, gpu):
@@ -159,10 +177,18 @@ def test_memory(graph, gpu):
     # cuda:0 live bytes: 1000 (11), 5000 (46), 4000 (61), 4500 (63), 500 (150): peak 5000, A and B live
     assert sorted(r["bytes"] for r in cuda) == [1000, 4000]
     res = run_analysis(graph, "memory-timeline", gpu, {})
-    points = [(r[res.columns.index("t_us")], r[res.columns.index("live_bytes")]) for r in res.rows
-              if r[res.columns.index("allocator")] == "cuda:0"]
-    assert [(pytest.approx(t), b) for t, b in points] == [(11.0, 1000), (46.0, 5000), (61.0, 4000), (63.0, 4500),
-                                                           (150.0, 500)]
+    points = [
+        (r[res.columns.index("t_us")], r[res.columns.index("live_bytes")])
+        for r in res.rows
+        if r[res.columns.index("allocator")] == "cuda:0"
+    ]
+    assert [(pytest.approx(t), b) for t, b in points] == [
+        (11.0, 1000),
+        (46.0, 5000),
+        (61.0, 4000),
+        (63.0, 4500),
+        (150.0, 500),
+    ]
 
 
 def test_observed_critical_path_by_hand(graph, gpu):
@@ -170,24 +196,41 @@ def test_observed_critical_path_by_hand(graph, gpu):
     got = [(r["event"], r["kind"], r["start_us"], r["dur_us"], r["counted"]) for r in path]
     a = pytest.approx
     assert got == [
-        ("aten::mm", "cpu_op", a(10), a(2), True), ("cudaLaunchKernel", "runtime", a(12), a(8), True),
-        ("aten::mm", "cpu_op", a(20), a(20), True), ("aten::add", "idle", a(40), a(5), False),
-        ("aten::add", "cpu_op", a(45), a(2), True), ("cudaLaunchKernel", "runtime", a(47), a(5), True),
-        ("aten::add", "cpu_op", a(52), a(8), True), ("aten::copy_", "idle", a(60), a(2), False),
-        ("aten::copy_", "cpu_op", a(62), a(2), True), ("cudaMemcpyAsync", "sync", a(64), a(24), False),
-        ("aten::copy_", "cpu_op", a(88), a(2), True), ("nccl:all_reduce", "idle", a(90), a(2), False),
-        ("nccl:all_reduce", "cpu_op", a(92), a(1), True), ("cudaLaunchKernel", "runtime", a(93), a(7), True),
-        ("ncclKernel_AllReduce_RING_LL_Sum_float", "communication", a(100), a(40), True)]
+        ("aten::mm", "cpu_op", a(10), a(2), True),
+        ("cudaLaunchKernel", "runtime", a(12), a(8), True),
+        ("aten::mm", "cpu_op", a(20), a(20), True),
+        ("aten::add", "idle", a(40), a(5), False),
+        ("aten::add", "cpu_op", a(45), a(2), True),
+        ("cudaLaunchKernel", "runtime", a(47), a(5), True),
+        ("aten::add", "cpu_op", a(52), a(8), True),
+        ("aten::copy_", "idle", a(60), a(2), False),
+        ("aten::copy_", "cpu_op", a(62), a(2), True),
+        ("cudaMemcpyAsync", "sync", a(64), a(24), False),
+        ("aten::copy_", "cpu_op", a(88), a(2), True),
+        ("nccl:all_reduce", "idle", a(90), a(2), False),
+        ("nccl:all_reduce", "cpu_op", a(92), a(1), True),
+        ("cudaLaunchKernel", "runtime", a(93), a(7), True),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", "communication", a(100), a(40), True),
+    ]
     assert [r["step"] for r in path] == list(range(15))
     assert path[-1]["resource"] == "cuda:0/stream:9" and path[0]["resource"] == "100:100"
-    trace = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us, t.observed_path_span_us",
-                      {"t": gpu}, trace=gpu).rows[0]
+    trace = graph.run(
+        "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us, t.observed_path_span_us",
+        {"t": gpu},
+        trace=gpu,
+    ).rows[0]
     assert trace == [a(97.0), a(130.0)]
     summary = {r["category"]: r for r in rows(graph, "observed-critical-path-summary", gpu)}
     assert list(summary) == ["gpu_compute", "gpu_memory", "communication", "cpu", "launch", "sync_wait", "idle"]
     assert {c: r["total_us"] for c, r in summary.items()} == {
-        "gpu_compute": 0.0, "gpu_memory": 0.0, "communication": a(40), "cpu": a(37), "launch": a(20),
-        "sync_wait": a(24), "idle": a(9)}
+        "gpu_compute": 0.0,
+        "gpu_memory": 0.0,
+        "communication": a(40),
+        "cpu": a(37),
+        "launch": a(20),
+        "sync_wait": a(24),
+        "idle": a(9),
+    }
     assert sum(r["counted_us"] for r in summary.values()) == a(97.0)
     assert sum(r["share"] for r in summary.values()) == a(1.0)
     links = rows(graph, "observed-critical-path-graph", gpu, max_steps=4)
@@ -213,8 +256,11 @@ def test_two_ranks_make_one_trace(graph, tmp_path):
     assert json.loads(tf.meta["distributed_infos"])["1"]["world_size"] == 2
     ingest(graph, [r0, r1], "k-ranks")
     util = rows(graph, "stream-utilization", "k-ranks")
-    assert [(r["device"], r["stream"]) for r in util][:3] == [("rank0/cuda:0", "stream:7"), ("rank0/cuda:0", "stream:8"),
-                                                            ("rank0/cuda:0", "stream:9")]
+    assert [(r["device"], r["stream"]) for r in util][:3] == [
+        ("rank0/cuda:0", "stream:7"),
+        ("rank0/cuda:0", "stream:8"),
+        ("rank0/cuda:0", "stream:9"),
+    ]
     with pytest.raises(InputError, match="rank 0 given twice"):
         parse_files([r0, kb.write(tmp_path / "again.json.gz", kb.document(rank=0))])
 
@@ -224,11 +270,13 @@ def test_nanosecond_timestamps_stay_exact(tmp_path):
     would round those to 0.25 us."""
     # written as text: a Python float could not even hold these values
     path = tmp_path / "ns.json"
-    path.write_text('{"schemaVersion": 1, "traceEvents": ['
-                    '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1712195495519689.047, '
-                    '"dur": 1.001},'
-                    '{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1712195495519700.123, '
-                    '"dur": 0.003}], "displayTimeUnit": "ns"}')
+    path.write_text(
+        '{"schemaVersion": 1, "traceEvents": ['
+        '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1712195495519689.047, '
+        '"dur": 1.001},'
+        '{"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 1712195495519700.123, '
+        '"dur": 0.003}], "displayTimeUnit": "ns"}'
+    )
     assert float("1712195495519700.123") - float("1712195495519689.047") != pytest.approx(11.076, abs=1e-3)
     tf = pytorch_kineto.parse(path)
     b = tf.ops.set_index("name").loc["b"]
@@ -239,6 +287,7 @@ def test_nanosecond_timestamps_stay_exact(tmp_path):
 
 # --- bad input -----------------------------------------------------------------------------------
 
+
 def _bad(tmp_path, mutate, name="bad.json"):
     doc = kb.document()
     mutate(doc)
@@ -247,14 +296,20 @@ def _bad(tmp_path, mutate, name="bad.json"):
     return path
 
 
-@pytest.mark.parametrize("mutate, message, where", [
-    (lambda d: d["traceEvents"][3].pop("ts"), "has no ts", r"traceEvents\[3\]"),
-    (lambda d: d["traceEvents"][5].__setitem__("dur", -2.5), "negative duration", r"traceEvents\[5\]"),
-    (lambda d: d["traceEvents"].__setitem__(6, {**d["traceEvents"][6], "args": {"correlation": 77}}),
-     "no runtime call that issued it", r"traceEvents\[7\]"),
-    (lambda d: d["traceEvents"][2].pop("ph"), "has no ph", r"traceEvents\[2\]"),
-    (lambda d: d.pop("traceEvents"), "no traceEvents", ""),
-])
+@pytest.mark.parametrize(
+    "mutate, message, where",
+    [
+        (lambda d: d["traceEvents"][3].pop("ts"), "has no ts", r"traceEvents\[3\]"),
+        (lambda d: d["traceEvents"][5].__setitem__("dur", -2.5), "negative duration", r"traceEvents\[5\]"),
+        (
+            lambda d: d["traceEvents"].__setitem__(6, {**d["traceEvents"][6], "args": {"correlation": 77}}),
+            "no runtime call that issued it",
+            r"traceEvents\[7\]",
+        ),
+        (lambda d: d["traceEvents"][2].pop("ph"), "has no ph", r"traceEvents\[2\]"),
+        (lambda d: d.pop("traceEvents"), "no traceEvents", ""),
+    ],
+)
 def test_bad_events_are_one_line_errors(graph, tmp_path, mutate, message, where):
     path = _bad(tmp_path, mutate)
     before = everything(graph)
@@ -264,6 +319,7 @@ def test_bad_events_are_one_line_errors(graph, tmp_path, mutate, message, where)
     assert "\n" not in text and text.startswith(str(path)) and message in text
     if where:
         import re
+
         assert re.search(where, text)
     assert everything(graph) == before
 
@@ -278,8 +334,12 @@ def test_truncated_and_fake_gzip(graph, tmp_path, gpu_file):
     fake.write_bytes(b"\x1f\x8bnot really gzip at all" * 10)
     named = tmp_path / "named.json.gz"
     named.write_bytes(b"garbage that is neither")
-    for path, message in ((cut, "truncated JSON"), (cut_gz, "gzip stream ends early"),
-                          (fake, "not a valid gzip file"), (named, "named .gz but not gzip")):
+    for path, message in (
+        (cut, "truncated JSON"),
+        (cut_gz, "gzip stream ends early"),
+        (fake, "not a valid gzip file"),
+        (named, "named .gz but not gzip"),
+    ):
         with pytest.raises(InputError) as exc:
             ingest(graph, [path], "k-bad", fmt="pytorch-kineto")
         assert message in str(exc.value) and "\n" not in str(exc.value) and str(exc.value).startswith(str(path))
@@ -287,6 +347,7 @@ def test_truncated_and_fake_gzip(graph, tmp_path, gpu_file):
 
 
 # --- real torch CPU traces -------------------------------------------------------------------------
+
 
 def _raw(path: Path) -> dict:
     with gzip.open(path, "rt") as f:
@@ -297,8 +358,11 @@ def _reference(path: Path) -> dict:
     """Own walk over the raw JSON: ops, innermost containing op, self time,
     paired allocations and their peak, top-level op time."""
     doc = _raw(path)
-    ops = [dict(e, _idx=j) for j, e in enumerate(doc["traceEvents"]) if e.get("ph") == "X"
-           and e.get("cat") in ("cpu_op", "user_annotation", "python_function")]
+    ops = [
+        dict(e, _idx=j)
+        for j, e in enumerate(doc["traceEvents"])
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+    ]
     for i, o in enumerate(ops):
         o["_i"] = i
         o["_end"] = o["ts"] + o["dur"]
@@ -308,8 +372,9 @@ def _reference(path: Path) -> dict:
         for o in ops:
             if o is exclude or o["tid"] != tid or not (o["ts"] <= t < o["_end"]):
                 continue
-            if exclude is not None and not (o["dur"] > exclude["dur"] or (
-                    o["dur"] == exclude["dur"] and o["_i"] < exclude["_i"])):
+            if exclude is not None and not (
+                o["dur"] > exclude["dur"] or (o["dur"] == exclude["dur"] and o["_i"] < exclude["_i"])
+            ):
                 continue
             if best is None or o["dur"] < best["dur"] or (o["dur"] == best["dur"] and o["_i"] > best["_i"]):
                 best = o
@@ -323,8 +388,11 @@ def _reference(path: Path) -> dict:
     self_time = {o["_i"]: max(0.0, o["dur"] - child_time.get(o["_i"], 0.0)) for o in ops}
     by_type: dict = {}
     for o in ops:
-        t = "ProfilerStep" if o["name"].startswith("ProfilerStep#") else (
-            o["name"].split("#")[0] if o["cat"] == "user_annotation" else o["name"])
+        t = (
+            "ProfilerStep"
+            if o["name"].startswith("ProfilerStep#")
+            else (o["name"].split("#")[0] if o["cat"] == "user_annotation" else o["name"])
+        )
         by_type[t] = by_type.get(t, 0.0) + self_time[o["_i"]]
     mem = sorted((e for e in doc["traceEvents"] if e.get("name") == "[memory]"), key=lambda e: e["ts"])
     live, pairs = {}, []
@@ -346,8 +414,16 @@ def _reference(path: Path) -> dict:
         return p
 
     top_level = sum(o["dur"] for o in ops if o["cat"] == "cpu_op" and o["dur"] > 0 and cpu_parent(o) is None)
-    return {"ops": len(ops), "parent": parent, "self": self_time, "by_type": by_type, "allocations": len(pairs),
-            "peak": peak, "top_level_us": top_level, "raw_ops": ops}
+    return {
+        "ops": len(ops),
+        "parent": parent,
+        "self": self_time,
+        "by_type": by_type,
+        "allocations": len(pairs),
+        "peak": peak,
+        "top_level_us": top_level,
+        "raw_ops": ops,
+    }
 
 
 @pytest.mark.parametrize("path", CPU_TRACES, ids=lambda p: p.name.split(".")[0])
@@ -373,16 +449,23 @@ def test_torch_cpu_trace(graph, path):
     assert [r["dur_us"] for r in top] == pytest.approx(sorted(ref["self"].values(), reverse=True)[:5])
     peak = rows(graph, "peak-memory", trace)
     assert sum(r["bytes"] for r in peak) == ref["peak"] and ref["peak"] > 0
-    facts = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.memory_peak_bytes, t.observed_path_us",
-                      {"t": trace}, trace=trace).rows[0]
+    facts = graph.run(
+        "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.memory_peak_bytes, t.observed_path_us",
+        {"t": trace},
+        trace=trace,
+    ).rows[0]
     assert facts[0] == ref["peak"]
     # one host thread, no GPU: the path runs through every top-level cpu op
     assert facts[1] == pytest.approx(ref["top_level_us"], abs=1e-6)
-    assert {r["phase"] for r in rows(graph, "phase-breakdown", trace) if r["ops"]} >= {"forward", "backward",
-                                                                                        "optimizer"}
+    assert {r["phase"] for r in rows(graph, "phase-breakdown", trace) if r["ops"]} >= {
+        "forward",
+        "backward",
+        "optimizer",
+    }
 
 
 # --- HTA's traces -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(HTA_CRITICAL_PATH_US))
 def test_observed_path_matches_hta(name):

@@ -11,20 +11,30 @@ import math
 import random
 from pathlib import Path
 
+import bad_input
 import pytest
 
-import bad_input
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import tf_oplist
 from tracegraph.ingest.frames import (
-    DEP_COLUMNS, DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
-    TraceFrames, frame,
+    DEP_COLUMNS,
+    DEVICE_COLUMNS,
+    KERNEL_COLUMNS,
+    OP_COLUMNS,
+    STREAM_COLUMNS,
+    TENSOR_COLUMNS,
+    TraceFrames,
+    frame,
 )
 
 TRACES = Path(__file__).resolve().parents[1] / "examples" / "traces"
 SEED = TRACES / "tf1-alexnet-oplist.txt"
-OTHER_SEEDS = ["tf2-resnet50-opnames.txt", "tf1-alexnet-stepstats.pbtxt",
-               "chainer-vgg19-graph.txt", "megengine-resnet50-profile.json"]
+OTHER_SEEDS = [
+    "tf2-resnet50-opnames.txt",
+    "tf1-alexnet-stepstats.pbtxt",
+    "chainer-vgg19-graph.txt",
+    "megengine-resnet50-profile.json",
+]
 
 
 def raw_lines() -> list[list[str]]:
@@ -107,8 +117,9 @@ def test_control_deps(trace):
 
 
 def test_tensors(trace):
-    shaped = [f for f in raw_lines()
-              if not is_kernel_line(f) and f[-3] != "(no output)" and not f[-3].startswith("(output ")]
+    shaped = [
+        f for f in raw_lines() if not is_kernel_line(f) and f[-3] != "(no output)" and not f[-3].startswith("(output ")
+    ]
     assert len(shaped) == 95 and len(trace.tensors) == 95
     by_uid = trace.tensors.set_index("uid")
     for f in shaped:
@@ -137,12 +148,13 @@ def test_memcpy_copies(trace):
     types = dict(zip(trace.ops["name"], trace.ops["type"]))
     assert {types[n] for n in copies} == {"MEMCPYDtoH"}
     assert trace.streams.to_dict("records") == [
-        {"uid": "s:GPU/memcpy", "device": "dev:GPU", "name": "GPU/memcpy", "kind": "memcpy"}]
+        {"uid": "s:GPU/memcpy", "device": "dev:GPU", "name": "GPU/memcpy", "kind": "memcpy"}
+    ]
     # Each copy consumes the tensor it copies; the byte counts agree.
     tensor_bytes = dict(zip(trace.tensors["uid"], trace.tensors["bytes"]))
     assert len(trace.consumes) == 10
     for op, tensor in zip(trace.consumes["op"], trace.consumes["tensor"]):
-        assert tensor_bytes[tensor] == copies[op[len("op:"):]]
+        assert tensor_bytes[tensor] == copies[op[len("op:") :]]
 
 
 def test_sniff():
@@ -162,8 +174,13 @@ def test_reordered_lines(tmp_path, trace):
 
     def essence(t: TraceFrames):
         ops = sorted(zip(t.ops["uid"], t.ops["type"], t.ops["device"], t.ops["phase"]))
-        return (ops, sorted(zip(t.deps["src"], t.deps["dst"])), sorted(t.tensors["uid"]),
-                sorted(zip(t.kernels["op"], t.kernels["bytes"])), sorted(t.consumes["tensor"]))
+        return (
+            ops,
+            sorted(zip(t.deps["src"], t.deps["dst"])),
+            sorted(t.tensors["uid"]),
+            sorted(zip(t.kernels["op"], t.kernels["bytes"])),
+            sorted(t.consumes["tensor"]),
+        )
 
     assert essence(shuffled) == essence(trace)
 
@@ -186,11 +203,11 @@ def _line_starts() -> list[int]:
 @pytest.mark.parametrize("cut", [3, 57, 130, 1000, 5555, 7301, 9999, 12345, 14000, 14727])
 def test_truncated_mid_line(tmp_path, cut):
     data = SEED.read_bytes()
-    assert data[cut - 1:cut] != b"\n"
+    assert data[cut - 1 : cut] != b"\n"
     path = tmp_path / "cut.txt"
     path.write_bytes(data[:cut])
     line = data[:cut].count(b"\n") + 1
-    complete = data[cut:cut + 1] == b"\n" or cut == len(data)
+    complete = data[cut : cut + 1] == b"\n" or cut == len(data)
     if complete:  # the cut lands at a line end: a shorter, valid listing
         assert parse_or_error(path) is not None
         return
@@ -215,19 +232,22 @@ def test_truncated_every_point_of_one_line(tmp_path):
     assert parse_or_error(path) is not None
 
 
-@pytest.mark.parametrize("old, new", [
-    ("(128x64x56x56)", "(128x64x56x56"),
-    ("(128x64x56x56)", "(128xx64x56x56)"),
-    ("(128x64x56x56)", "(128x64x56x56))"),
-    ("(128x64x56x56)", "128x64x56x56"),
-    ("(128x64x56x56)", "(128 64 56 56)"),
-    ("(int32 4x1)", "(int33 4x1)"),
-    ("(int32 4x1)", "(output 4x1 bytes)"),
-    ("(no output)", "(no outputs)"),
-    (", GPU, 0", ", GPU, zero"),
-    (", GPU, 0", ", , 0"),
-    ("conv1", "conv 1"),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("(128x64x56x56)", "(128x64x56x56"),
+        ("(128x64x56x56)", "(128xx64x56x56)"),
+        ("(128x64x56x56)", "(128x64x56x56))"),
+        ("(128x64x56x56)", "128x64x56x56"),
+        ("(128x64x56x56)", "(128 64 56 56)"),
+        ("(int32 4x1)", "(int33 4x1)"),
+        ("(int32 4x1)", "(output 4x1 bytes)"),
+        ("(no output)", "(no outputs)"),
+        (", GPU, 0", ", GPU, zero"),
+        (", GPU, 0", ", , 0"),
+        ("conv1", "conv 1"),
+    ],
+)
 def test_corrupted(tmp_path, old, new):
     text = SEED.read_text()
     first = text.index(old)
@@ -244,14 +264,22 @@ def test_corrupted(tmp_path, old, new):
 def test_duplicate_line(tmp_path):
     lines = SEED.read_text().split("\n")
     path = tmp_path / "dup.txt"
-    path.write_text("\n".join(lines + [lines[20]]))
+    path.write_text("\n".join([*lines, lines[20]]))
     with pytest.raises(InputError) as info:
         tf_oplist.parse(path)
     assert info.value.where == f"line {len(lines) + 1}" and "line 21" in info.value.what
 
 
-@pytest.mark.parametrize("content", [b"", b"\n \n", random.Random(0).randbytes(5000),
-                                     b"\x00\x01\x02abc, (1), (1), GPU, 0\n", SEED.read_bytes()[:500] + b"\xff\n"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\n \n",
+        random.Random(0).randbytes(5000),
+        b"\x00\x01\x02abc, (1), (1), GPU, 0\n",
+        SEED.read_bytes()[:500] + b"\xff\n",
+    ],
+)
 def test_empty_or_garbage(tmp_path, content):
     path = tmp_path / "garbage.txt"
     path.write_bytes(content)
@@ -275,28 +303,99 @@ edge_2_h:MEMCPYDtoH, (no input), (output 8 bytes), GPU, 0
 def small_base() -> TraceFrames:
     gpu = "dev:/job:localhost/replica:0/task:0/device:GPU:0"
     ops = [
-        {"uid": "op:conv1/Conv2D", "name": "conv1/Conv2D", "type": "Conv2D", "device": gpu, "seq": 0,
-         "start_us": 0.0, "end_us": 5.0, "dur_us": 5.0, "executed": True, "attrs": '{"label": "x"}'},
-        {"uid": "op:conv1", "name": "conv1", "type": None, "device": gpu, "seq": 1,
-         "start_us": 5.0, "end_us": 6.0, "dur_us": 1.0, "executed": True},
-        {"uid": "op:g", "name": "g", "type": "Identity", "device": gpu, "seq": 2,
-         "start_us": 6.0, "end_us": 7.0, "dur_us": 1.0, "executed": True},
-        {"uid": "op:edge_9_g:MEMCPYDtoH", "name": "edge_9_g:MEMCPYDtoH", "type": "MEMCPYDtoH",
-         "device": gpu, "seq": 3, "start_us": 7.0, "end_us": 9.0, "dur_us": 2.0, "executed": True},
+        {
+            "uid": "op:conv1/Conv2D",
+            "name": "conv1/Conv2D",
+            "type": "Conv2D",
+            "device": gpu,
+            "seq": 0,
+            "start_us": 0.0,
+            "end_us": 5.0,
+            "dur_us": 5.0,
+            "executed": True,
+            "attrs": '{"label": "x"}',
+        },
+        {
+            "uid": "op:conv1",
+            "name": "conv1",
+            "type": None,
+            "device": gpu,
+            "seq": 1,
+            "start_us": 5.0,
+            "end_us": 6.0,
+            "dur_us": 1.0,
+            "executed": True,
+        },
+        {
+            "uid": "op:g",
+            "name": "g",
+            "type": "Identity",
+            "device": gpu,
+            "seq": 2,
+            "start_us": 6.0,
+            "end_us": 7.0,
+            "dur_us": 1.0,
+            "executed": True,
+        },
+        {
+            "uid": "op:edge_9_g:MEMCPYDtoH",
+            "name": "edge_9_g:MEMCPYDtoH",
+            "type": "MEMCPYDtoH",
+            "device": gpu,
+            "seq": 3,
+            "start_us": 7.0,
+            "end_us": 9.0,
+            "dur_us": 2.0,
+            "executed": True,
+        },
     ]
     return TraceFrames(
-        framework="tensorflow", sources=["stepstats.pbtxt"], time_unit="us",
+        framework="tensorflow",
+        sources=["stepstats.pbtxt"],
+        time_unit="us",
         ops=frame(ops, OP_COLUMNS),
-        devices=frame([{"uid": gpu, "name": "/job:localhost/replica:0/task:0/device:GPU:0", "kind": "GPU"},
-                       {"uid": "dev:cpu0", "name": "/device:CPU:0", "kind": "CPU"}], DEVICE_COLUMNS),
+        devices=frame(
+            [
+                {"uid": gpu, "name": "/job:localhost/replica:0/task:0/device:GPU:0", "kind": "GPU"},
+                {"uid": "dev:cpu0", "name": "/device:CPU:0", "kind": "CPU"},
+            ],
+            DEVICE_COLUMNS,
+        ),
         streams=frame([{"uid": "s:memcpy", "device": gpu, "name": "memcpy", "kind": "memcpy"}], STREAM_COLUMNS),
-        kernels=frame([{"uid": "k:copy", "op": "op:edge_9_g:MEMCPYDtoH", "stream": "s:memcpy",
-                        "name": "edge_9_g:MEMCPYDtoH", "start_us": 7.0, "end_us": 9.0, "dur_us": 2.0,
-                        "kind": "memcpy"}], KERNEL_COLUMNS),
-        tensors=frame([{"uid": "t:conv1/Conv2D:0", "name": "conv1/Conv2D:0", "dtype": "int32",
-                        "producer": "op:conv1/Conv2D", "output_index": 0}], TENSOR_COLUMNS),
-        deps=frame([{"src": "op:conv1", "dst": "op:g", "kind": "data"},
-                    {"src": "op:conv1/Conv2D", "dst": "op:conv1", "kind": "data"}], DEP_COLUMNS),
+        kernels=frame(
+            [
+                {
+                    "uid": "k:copy",
+                    "op": "op:edge_9_g:MEMCPYDtoH",
+                    "stream": "s:memcpy",
+                    "name": "edge_9_g:MEMCPYDtoH",
+                    "start_us": 7.0,
+                    "end_us": 9.0,
+                    "dur_us": 2.0,
+                    "kind": "memcpy",
+                }
+            ],
+            KERNEL_COLUMNS,
+        ),
+        tensors=frame(
+            [
+                {
+                    "uid": "t:conv1/Conv2D:0",
+                    "name": "conv1/Conv2D:0",
+                    "dtype": "int32",
+                    "producer": "op:conv1/Conv2D",
+                    "output_index": 0,
+                }
+            ],
+            TENSOR_COLUMNS,
+        ),
+        deps=frame(
+            [
+                {"src": "op:conv1", "dst": "op:g", "kind": "data"},
+                {"src": "op:conv1/Conv2D", "dst": "op:conv1", "kind": "data"},
+            ],
+            DEP_COLUMNS,
+        ),
         meta={"model": "alexnet"},
     )
 
@@ -330,9 +429,12 @@ def test_merge_small(tmp_path):
     assert len(merged.streams) == 1 and len(merged.devices) == 2
     # Deps: base's two plus the listing's two control deps.
     deps = set(zip(merged.deps["src"], merged.deps["dst"], merged.deps["kind"]))
-    assert deps == {("op:conv1", "op:g", "data"), ("op:conv1/Conv2D", "op:conv1", "data"),
-                    ("op:conv1", "op:extra/Const", "control"),
-                    ("op:conv1/Conv2D", "op:extra/Const", "control")}
+    assert deps == {
+        ("op:conv1", "op:g", "data"),
+        ("op:conv1/Conv2D", "op:conv1", "data"),
+        ("op:conv1", "op:extra/Const", "control"),
+        ("op:conv1/Conv2D", "op:extra/Const", "control"),
+    }
     # Tensors: base's conv1/Conv2D:0 gets shape and bytes, keeps its dtype.
     tensors = merged.tensors.set_index("uid")
     assert (tensors.loc["t:conv1/Conv2D:0", "shape"], tensors.loc["t:conv1/Conv2D:0", "bytes"]) == ("2x3", 24)

@@ -11,16 +11,20 @@ import random
 import re
 from pathlib import Path
 
+import bad_input
 import pytest
 
-import bad_input
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import tf_opnames
 
 TRACES = Path(__file__).resolve().parents[1] / "examples" / "traces"
 SEED = TRACES / "tf2-resnet50-opnames.txt"
-OTHER_SEEDS = ["tf1-alexnet-oplist.txt", "tf1-alexnet-stepstats.pbtxt",
-               "chainer-vgg19-graph.txt", "megengine-resnet50-profile.json"]
+OTHER_SEEDS = [
+    "tf1-alexnet-oplist.txt",
+    "tf1-alexnet-stepstats.pbtxt",
+    "chainer-vgg19-graph.txt",
+    "megengine-resnet50-profile.json",
+]
 
 
 def raw_names() -> list[str]:
@@ -28,8 +32,9 @@ def raw_names() -> list[str]:
 
 
 def expected_phase(name: str) -> str:
-    if name.startswith(("DistributedGradientTape_Allreduce/", "Func/DistributedGradientTape_Allreduce/",
-                        "HorovodBroadcast.")):
+    if name.startswith(
+        ("DistributedGradientTape_Allreduce/", "Func/DistributedGradientTape_Allreduce/", "HorovodBroadcast.")
+    ):
         return "communication"
     if name.startswith("SGD/"):
         return "optimizer"
@@ -111,7 +116,7 @@ def test_sniff():
         assert not tf_opnames.sniff((TRACES / other).read_bytes()[:65536]), other
     assert not tf_opnames.sniff(b"")
     assert not tf_opnames.sniff(b"86 92\n0 12845056 _\n")
-    assert not tf_opnames.sniff(b"dev_stats {\n  device: \"x\"\n")
+    assert not tf_opnames.sniff(b'dev_stats {\n  device: "x"\n')
     assert not tf_opnames.sniff(bytes(range(256)))
 
 
@@ -147,14 +152,17 @@ def test_truncated(tmp_path, cut):
         assert list(trace.ops["name"]) == lines
 
 
-@pytest.mark.parametrize("bad, line", [
-    ("resnet50/conv1_conv/Conv2D, GPU", 3),
-    ("resnet50/ conv1", 3),
-    ("resnet50/conv1(x)", 3),
-    ("{\"a\": 1}", 3),
-    ("resnet50//conv1", 3),
-    ("resnet50/", 3),
-])
+@pytest.mark.parametrize(
+    "bad, line",
+    [
+        ("resnet50/conv1_conv/Conv2D, GPU", 3),
+        ("resnet50/ conv1", 3),
+        ("resnet50/conv1(x)", 3),
+        ('{"a": 1}', 3),
+        ("resnet50//conv1", 3),
+        ("resnet50/", 3),
+    ],
+)
 def test_corrupted_line(tmp_path, bad, line):
     path = tmp_path / "bad.txt"
     path.write_text("a/b\nc/d\n" + bad + "\ne/f\n")
@@ -164,8 +172,9 @@ def test_corrupted_line(tmp_path, bad, line):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("content", [b"", b"\n\n  \n", bytes(random.Random(0).randbytes(5000)),
-                                     b"\x00\x01\x02abc\n", b"ok/name\n\xff\xfe\n"])
+@pytest.mark.parametrize(
+    "content", [b"", b"\n\n  \n", bytes(random.Random(0).randbytes(5000)), b"\x00\x01\x02abc\n", b"ok/name\n\xff\xfe\n"]
+)
 def test_empty_or_garbage(tmp_path, content):
     path = tmp_path / "garbage.txt"
     path.write_bytes(content)

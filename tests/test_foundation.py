@@ -6,13 +6,14 @@ test from the raw seed file / the stored graph by a separate tiny reference.
 
 from __future__ import annotations
 
+import itertools
 import re
-from functools import lru_cache
+from functools import cache
 
 import pytest
-
 from conftest import SEED_STEPSTATS
 from stepstats_builder import Op, write
+
 from tracegraph.errors import UserError
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.run import run_analysis
@@ -38,9 +39,15 @@ def test_peak_memory_on_seed_equals_running_sum_of_records(graph, alexnet):
 
 
 def _dag(graph, trace):
-    ops = {r[0]: (r[1], r[2]) for r in graph.run(
-        "MATCH (o:Op {trace: $t}) WHERE o.executed RETURN o.name, o.weight_us, o.seq", {"t": trace}, trace=trace).rows}
-    edges = graph.run("MATCH (a:Op {trace: $t})-[:DATA|CONTROL]->(b:Op) RETURN a.name, b.name", {"t": trace}, trace=trace).rows
+    ops = {
+        r[0]: (r[1], r[2])
+        for r in graph.run(
+            "MATCH (o:Op {trace: $t}) WHERE o.executed RETURN o.name, o.weight_us, o.seq", {"t": trace}, trace=trace
+        ).rows
+    }
+    edges = graph.run(
+        "MATCH (a:Op {trace: $t})-[:DATA|CONTROL]->(b:Op) RETURN a.name, b.name", {"t": trace}, trace=trace
+    ).rows
     preds: dict = {n: [] for n in ops}
     for a, b in edges:
         preds[b].append(a)
@@ -48,11 +55,12 @@ def _dag(graph, trace):
 
 
 def _longest(ops, preds, weight):
-    @lru_cache(maxsize=None)
+    @cache
     def finish(n):
         return weight(n) + max((finish(p) for p in preds[n]), default=0)
 
     import sys
+
     sys.setrecursionlimit(100000)
     return max(finish(n) for n in ops)
 
@@ -61,12 +69,21 @@ def test_critical_path_on_seed(graph, alexnet):
     rows = run_analysis(graph, "critical-path", alexnet).records()
     assert [r["step"] for r in rows] == list(range(len(rows)))
     # Consecutive ops are linked by a dependency in the stored graph.
-    for a, b in zip(rows, rows[1:]):
-        linked = graph.run("MATCH (a:Op {trace: $t, name: $a})-[:DATA|CONTROL]->(b:Op {trace: $t, name: $b}) RETURN count(*)",
-                           {"t": alexnet, "a": a["op"], "b": b["op"]}, trace=alexnet).rows[0][0]
+    for a, b in itertools.pairwise(rows):
+        linked = graph.run(
+            "MATCH (a:Op {trace: $t, name: $a})-[:DATA|CONTROL]->(b:Op {trace: $t, name: $b}) RETURN count(*)",
+            {"t": alexnet, "a": a["op"], "b": b["op"]},
+            trace=alexnet,
+        ).rows[0][0]
         assert linked >= 1, (a["op"], b["op"])
     # Weight = kernel sum when the op has kernels, else its own duration.
-    kernels = dict(graph.run("MATCH (o:Op {trace: $t})-[:LAUNCHED]->(k:Kernel) RETURN o.name, sum(k.dur_us)", {"t": alexnet}, trace=alexnet).rows)
+    kernels = dict(
+        graph.run(
+            "MATCH (o:Op {trace: $t})-[:LAUNCHED]->(k:Kernel) RETURN o.name, sum(k.dur_us)",
+            {"t": alexnet},
+            trace=alexnet,
+        ).rows
+    )
     own = dict(graph.run("MATCH (o:Op {trace: $t}) RETURN o.name, o.dur_us", {"t": alexnet}, trace=alexnet).rows)
     for r in rows:
         assert r["dur_us"] == kernels.get(r["op"], own[r["op"]])
@@ -75,7 +92,9 @@ def test_critical_path_on_seed(graph, alexnet):
     best = _longest(ops, preds, weight)
     total = sum(r["dur_us"] for r in rows)
     assert total == pytest.approx(best)
-    stored = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.critical_path_us", {"t": alexnet}, trace=alexnet).rows[0][0]
+    stored = graph.run(
+        "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.critical_path_us", {"t": alexnet}, trace=alexnet
+    ).rows[0][0]
     assert stored == pytest.approx(total)
 
 
@@ -83,7 +102,7 @@ def test_longest_chain_on_seed(graph, alexnet):
     rows = run_analysis(graph, "longest-chain", alexnet).records()
     ops, preds = _dag(graph, alexnet)
     assert len(rows) == _longest(ops, preds, lambda n: 1)
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         assert a["op"] in preds[b["op"]]
 
 
@@ -92,7 +111,9 @@ def test_top_ops_on_seed(graph, alexnet):
     assert len(rows) == 4
     # LRNGrad of lrn2 has one kernel of 25,170 us in the file.
     text = SEED_STEPSTATS.read_text()
-    m = re.search(r'node_name: "gradients/lrn2/LRN_grad/LRNGrad:LRNGrad"\s*all_start_micros: \d+\s*op_end_rel_micros: (\d+)', text)
+    m = re.search(
+        r'node_name: "gradients/lrn2/LRN_grad/LRNGrad:LRNGrad"\s*all_start_micros: \d+\s*op_end_rel_micros: (\d+)', text
+    )
     assert rows[0]["op"] == "gradients/lrn2/LRN_grad/LRNGrad" and rows[0]["dur_us"] == float(m[1])
     assert [r["dur_us"] for r in rows] == sorted((r["dur_us"] for r in rows), reverse=True)
 
@@ -131,7 +152,9 @@ def test_hand_built_peak_frees_first_and_first_peak_wins(graph, tmp_path):
     rows = run_analysis(graph, "peak-memory", "hand-mem").records()
     # Times are relative to the first event (x at 10).
     assert [(r["op"], r["bytes"], r["peak_bytes"], r["peak_at_us"]) for r in rows] == [
-        ("y", 100, 150, 15.0), ("z", 50, 150, 15.0)]
+        ("y", 100, 150, 15.0),
+        ("z", 50, 150, 15.0),
+    ]
 
 
 def test_tie_at_the_peak_takes_the_first_time(graph, tmp_path):

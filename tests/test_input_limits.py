@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from fastapi.testclient import TestClient
 
-from conftest import ROOT
 from tracegraph.errors import TooLarge
 from tracegraph.ingest import limits
 from tracegraph.ingest.formats import kineto_read, pytorch_kineto
@@ -32,13 +32,20 @@ AS_LIMIT = 1536 * MiB
 
 def ingest_capped(*args: str, home: Path) -> subprocess.CompletedProcess:
     """``tracegraph ingest ARGS`` with its address space capped at AS_LIMIT."""
+
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
     env = dict(os.environ, TRACEGRAPH_HOME=str(home))
     env.pop("TRACEGRAPH_DB", None)
-    return subprocess.run([sys.executable, "-m", "tracegraph.cli", "ingest", *args], capture_output=True,
-                          text=True, env=env, preexec_fn=cap, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tracegraph.cli", "ingest", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=cap,
+        timeout=300,
+    )
 
 
 def assert_refused(proc: subprocess.CompletedProcess, path: Path, pattern: str, home: Path) -> None:
@@ -64,8 +71,12 @@ def test_200_mb_line_forced_as_opnames(tmp_path):
         for _ in range(200):
             f.write(b"a" * 1_000_000)
     home = tmp_path / "home"
-    assert_refused(ingest_capped(str(p), "--format", "tf-opnames", home=home), p,
-                   r"\(line 1\): line longer than the limit of 1 MiB$", home)
+    assert_refused(
+        ingest_capped(str(p), "--format", "tf-opnames", home=home),
+        p,
+        r"\(line 1\): line longer than the limit of 1 MiB$",
+        home,
+    )
 
 
 def test_long_line_after_good_ones_is_refused_at_its_line(tmp_path):
@@ -78,15 +89,18 @@ def test_long_line_after_good_ones_is_refused_at_its_line(tmp_path):
     assert_refused(ingest_capped(str(p), home=home), p, r"\(line 3\): line longer than the limit", home)
 
 
-@pytest.mark.parametrize("fmt, pattern", [
-    ("auto", r": binary content of no supported format \(supported: "),
-    ("tf-stepstats", r": not a StepStats or RunMetadata protobuf"),
-    ("megengine-profile", r": 1,073,741,824 bytes is over the megengine-profile size limit of 512 MiB$"),
-    ("chainer-graph", r": 1,073,741,824 bytes is over the chainer-graph size limit of 256 MiB$"),
-    ("tf-oplist", r": 1,073,741,824 bytes is over the tf-oplist size limit of 256 MiB$"),
-    ("tf-opnames", r": 1,073,741,824 bytes is over the tf-opnames size limit of 256 MiB$"),
-    ("pytorch-kineto", r": malformed JSON"),
-])
+@pytest.mark.parametrize(
+    "fmt, pattern",
+    [
+        ("auto", r": binary content of no supported format \(supported: "),
+        ("tf-stepstats", r": not a StepStats or RunMetadata protobuf"),
+        ("megengine-profile", r": 1,073,741,824 bytes is over the megengine-profile size limit of 512 MiB$"),
+        ("chainer-graph", r": 1,073,741,824 bytes is over the chainer-graph size limit of 256 MiB$"),
+        ("tf-oplist", r": 1,073,741,824 bytes is over the tf-oplist size limit of 256 MiB$"),
+        ("tf-opnames", r": 1,073,741,824 bytes is over the tf-opnames size limit of 256 MiB$"),
+        ("pytorch-kineto", r": malformed JSON"),
+    ],
+)
 def test_sparse_gigabyte(tmp_path, fmt, pattern):
     p = sparse(tmp_path / "sparse.bin", 1 * GiB)
     home = tmp_path / "home"
@@ -98,8 +112,12 @@ def test_one_byte_over_each_format_limit(tmp_path, fmt):
     limit = limits.MAX_FILE_BYTES[fmt]
     p = sparse(tmp_path / "big.trace", limit + 1)
     home = tmp_path / "home"
-    assert_refused(ingest_capped(str(p), "--format", fmt, home=home), p,
-                   rf": {limit + 1:,} bytes is over the {fmt} size limit of {re.escape(limits.human(limit))}$", home)
+    assert_refused(
+        ingest_capped(str(p), "--format", fmt, home=home),
+        p,
+        rf": {limit + 1:,} bytes is over the {fmt} size limit of {re.escape(limits.human(limit))}$",
+        home,
+    )
 
 
 @pytest.mark.parametrize("fmt", ["megengine-profile", "chainer-graph", "tf-oplist", "tf-opnames"])
@@ -107,8 +125,12 @@ def test_binary_content_under_the_limit_is_refused_unread(tmp_path, fmt):
     # 200 MiB of NUL bytes: within every text format's limit, refused at its head.
     p = sparse(tmp_path / "zeros.txt", 200 * MiB)
     home = tmp_path / "home"
-    assert_refused(ingest_capped(str(p), "--format", fmt, home=home), p,
-                   rf"\(line 1\): binary content \(a NUL byte\), not a {fmt} text file$", home)
+    assert_refused(
+        ingest_capped(str(p), "--format", fmt, home=home),
+        p,
+        rf"\(line 1\): binary content \(a NUL byte\), not a {fmt} text file$",
+        home,
+    )
 
 
 def test_refusal_writes_nothing_to_an_existing_database(tmp_path):
@@ -143,8 +165,9 @@ def test_http_upload_past_a_limit_is_413_naming_the_upload(graph, db_uri):
 
     body = b"a/b\n" + b"x" * (MiB + 1) + b"\n"
     with TestClient(create_app(db_uri, Settings(api_key=None))) as client:
-        r = client.post("/traces", data={"trace": "too-long", "format": "tf-opnames"},
-                        files=[("files", ("names.txt", body))])
+        r = client.post(
+            "/traces", data={"trace": "too-long", "format": "tf-opnames"}, files=[("files", ("names.txt", body))]
+        )
         assert r.status_code == 413, r.text
         assert r.json()["detail"] == "names.txt (line 2): line longer than the limit of 1 MiB"
         assert client.get("/traces/too-long").status_code == 404
@@ -156,8 +179,8 @@ def test_http_upload_past_a_limit_is_413_naming_the_upload(graph, db_uri):
 def readme_limits() -> dict[str, str]:
     """The README's limits table: first column -> second column."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Input limits"):]
-    section = section[:section.index("\n\n", section.index("|"))]
+    section = text[text.index("### Input limits") :]
+    section = section[: section.index("\n\n", section.index("|"))]
     rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("|")]
     return {cells[0].strip().strip("`"): cells[1].strip() for cells in rows[2:]}
 

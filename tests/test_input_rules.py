@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-
 from conftest import SEED_OPLIST, SEED_STEPSTATS, run_cli
 from stepstats_builder import Op, stepstats_text, write
+
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import megengine_profile, tf_opnames, tf_stepstats
 from tracegraph.ingest.pipeline import parse_files
@@ -56,8 +55,10 @@ def test_directory_of_two_profiles_is_refused_listing_what_it_found(tmp_path):
     shutil.copy(SEED_OPLIST, d / "listing.txt")
     with pytest.raises(InputError) as e:
         parse_files([d])
-    assert str(e.value) == (f"{d}: its files do not form one trace (more than one timed profile; name the files "
-                            "to use): listing.txt (tf-oplist); one.pbtxt (tf-stepstats); two.pbtxt (tf-stepstats)")
+    assert str(e.value) == (
+        f"{d}: its files do not form one trace (more than one timed profile; name the files "
+        "to use): listing.txt (tf-oplist); one.pbtxt (tf-stepstats); two.pbtxt (tf-stepstats)"
+    )
 
 
 def test_directory_with_a_file_of_no_format_is_refused(tmp_path):
@@ -68,8 +69,10 @@ def test_directory_with_a_file_of_no_format_is_refused(tmp_path):
     (d / "empty.txt").write_bytes(b"")
     with pytest.raises(InputError) as e:
         parse_files([d])
-    assert str(e.value) == (f"{d}: its files do not form one trace (some are no trace; name the files to use): "
-                            "README.md (unrecognized); empty.txt (empty file); step.pbtxt (tf-stepstats)")
+    assert str(e.value) == (
+        f"{d}: its files do not form one trace (some are no trace; name the files to use): "
+        "README.md (unrecognized); empty.txt (empty file); step.pbtxt (tf-stepstats)"
+    )
 
 
 def test_directory_without_files_and_a_missing_path(tmp_path):
@@ -97,8 +100,10 @@ def test_directory_with_explicit_format(tmp_path):
 # ---------------------------------------------------------------- times
 
 
-@pytest.mark.parametrize("field, value", [("all_end_rel_micros", -5), ("op_end_rel_micros", -1),
-                                          ("op_start_rel_micros", -2), ("all_end_rel_nanos", -7)])
+@pytest.mark.parametrize(
+    "field, value",
+    [("all_end_rel_micros", -5), ("op_end_rel_micros", -1), ("op_start_rel_micros", -2), ("all_end_rel_nanos", -7)],
+)
 def test_stepstats_negative_duration_is_refused_naming_the_record(tmp_path, field, value):
     b_dur = value if field == "all_end_rel_micros" else 10
     text = stepstats_text([Op("a", "Add", 0, 10), Op("b", "Mul", 10, b_dur, ["a"])])
@@ -108,17 +113,22 @@ def test_stepstats_negative_duration_is_refused_naming_the_record(tmp_path, fiel
     p.write_text(text)
     with pytest.raises(InputError) as e:
         tf_stepstats.parse(p)
-    assert str(e.value) == (f"{p} (dev_stats[0].node_stats[1]): node 'b' has a negative {field} ({value}): "
-                            "an end before its start")
+    assert str(e.value) == (
+        f"{p} (dev_stats[0].node_stats[1]): node 'b' has a negative {field} ({value}): an end before its start"
+    )
 
 
 def test_stepstats_negative_kernel_duration_is_refused(tmp_path):
     text = stepstats_text([Op("a", "Conv2D", 0, 10, kernels=[(7, 1, 5)])]).replace(
-        "all_end_rel_micros: 5 }", "all_end_rel_micros: -5 }")
+        "all_end_rel_micros: 5 }", "all_end_rel_micros: -5 }"
+    )
     p = tmp_path / "neg-kernel.pbtxt"
     p.write_text(text)
-    with pytest.raises(InputError, match=r"\(dev_stats\[1\]\.node_stats\[0\]\): node 'a:Conv2D' has a negative "
-                                         r"all_end_rel_micros \(-5\)"):
+    with pytest.raises(
+        InputError,
+        match=r"\(dev_stats\[1\]\.node_stats\[0\]\): node 'a:Conv2D' has a negative "
+        r"all_end_rel_micros \(-5\)",
+    ):
         tf_stepstats.parse(p)
 
 
@@ -142,7 +152,9 @@ def test_megengine_negative_seconds_are_relative_and_end_before_start_refused(tm
     p.write_text(json.dumps(doc))
     tf = megengine_profile.parse(p)
     assert tf.ops.sort_values("seq")[["name", "start_us", "end_us"]].round(6).values.tolist() == [
-        ["a", 0.0, 1000.0], ["b", 1000.0, 3000.0]]
+        ["a", 0.0, 1000.0],
+        ["b", 1000.0, 3000.0],
+    ]
     p.write_text(json.dumps(megengine_doc(times={"1": (0.0, 0.001), "2": (0.002, 0.001)})))
     with pytest.raises(InputError, match=r'\(profiler\.device\["2"\]\["gpu0:0"\]\.end\): end before start'):
         megengine_profile.parse(p)
@@ -155,8 +167,10 @@ def megengine_doc(times: dict, names: tuple[str, str] = ("a", "b")) -> dict:
     """Two operators, 1 -> 2 through var 11, timed on one comp node."""
     return {
         "graph_exec": {
-            "operator": {"1": {"name": names[0], "type": "Elemwise", "input": [], "output": ["11"]},
-                         "2": {"name": names[1], "type": "Elemwise", "input": ["11"], "output": ["12"]}},
+            "operator": {
+                "1": {"name": names[0], "type": "Elemwise", "input": [], "output": ["11"]},
+                "2": {"name": names[1], "type": "Elemwise", "input": ["11"], "output": ["12"]},
+            },
             "var": {"11": {"comp_node": "gpu0:0"}, "12": {"comp_node": "gpu0:0"}},
             "comp_seq": ["1", "2"],
         },

@@ -16,8 +16,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import (
+    EXAMPLES,
+    NEO4J_URI,
+    NO_NEO4J,
+    SEED_CHAINER,
+    SEED_MEGENGINE,
+    SEED_OPLIST,
+    SEED_OPNAMES,
+    SEED_STEPSTATS,
+)
 
-from conftest import EXAMPLES, NEO4J_URI, NO_NEO4J, SEED_CHAINER, SEED_MEGENGINE, SEED_OPLIST, SEED_OPNAMES, SEED_STEPSTATS
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.catalog import catalog
 from tracegraph.queries.run import run_analysis
@@ -63,10 +72,15 @@ def engines(tmp_path_factory, tg_home):
 def _cases(graph, trace):
     """(analysis, params) to run on ``trace``: defaults, plus the required
     parameters filled from the trace itself (a busy op, a base trace)."""
-    busy = graph.run("MATCH (o:Op {trace: $trace})-[:DATA|CONTROL]-() RETURN o.name, count(*) AS n "
-                     "ORDER BY n DESC, o.name LIMIT 1", trace=trace).rows
-    peak = graph.run("MATCH (m:Allocator {trace: $trace}) WHERE m.peak_us IS NOT NULL "
-                     "RETURN m.peak_us ORDER BY m.peak_us, m.uid LIMIT 1", trace=trace).rows
+    busy = graph.run(
+        "MATCH (o:Op {trace: $trace})-[:DATA|CONTROL]-() RETURN o.name, count(*) AS n ORDER BY n DESC, o.name LIMIT 1",
+        trace=trace,
+    ).rows
+    peak = graph.run(
+        "MATCH (m:Allocator {trace: $trace}) WHERE m.peak_us IS NOT NULL "
+        "RETURN m.peak_us ORDER BY m.peak_us, m.uid LIMIT 1",
+        trace=trace,
+    ).rows
     for a in catalog().values():
         params = {}
         for p in a.params:

@@ -6,9 +6,9 @@ Plus the one-line errors for a database that cannot be used."""
 from __future__ import annotations
 
 import pytest
+from conftest import NEO4J_URI, NO_NEO4J, everything, run_cli
 from fastapi.testclient import TestClient
 
-from conftest import NEO4J_URI, NO_NEO4J, everything, run_cli
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
 
@@ -47,6 +47,7 @@ def test_http_refuses_writes(graph, alexnet, db_uri):
 
 def test_write_needs_write(graph, tmp_path, db_uri, tg_home):
     from stepstats_builder import Op, write
+
     from tracegraph.ingest.pipeline import ingest
 
     ingest(graph, [write(tmp_path, [Op("a", "A", 0, 1)])], "writable")
@@ -57,12 +58,15 @@ def test_write_needs_write(graph, tmp_path, db_uri, tg_home):
     assert graph.run("MATCH (o:Op {trace: $trace}) RETURN o.note", trace="writable").rows == [["x"]]
 
 
-@pytest.mark.parametrize("uri, words", [
-    ("bolt://127.0.0.1:1", "cannot reach Neo4j at bolt://127.0.0.1:1"),
-    ("neo4j://no-such-host.invalid:7687", "cannot reach Neo4j"),
-    ("falkordb://127.0.0.1:1", "cannot reach FalkorDB at 127.0.0.1:1"),
-    ("mysql://x", "unsupported --db"),
-])
+@pytest.mark.parametrize(
+    "uri, words",
+    [
+        ("bolt://127.0.0.1:1", "cannot reach Neo4j at bolt://127.0.0.1:1"),
+        ("neo4j://no-such-host.invalid:7687", "cannot reach Neo4j"),
+        ("falkordb://127.0.0.1:1", "cannot reach FalkorDB at 127.0.0.1:1"),
+        ("mysql://x", "unsupported --db"),
+    ],
+)
 def test_unusable_database_is_one_line(tmp_path, uri, words):
     proc = run_cli("traces", "--db", uri, home=tmp_path)
     assert proc.returncode == 1 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr

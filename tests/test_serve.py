@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import SEED_STEPSTATS, run_cli
 
 
@@ -54,9 +53,13 @@ def server(tmp_path):
     env = dict(os.environ, TRACEGRAPH_HOME=str(home))
     for var in ("TRACEGRAPH_DB", "TRACEGRAPH_API_KEY"):
         env.pop(var, None)
-    log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - the server's log while it runs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     try:
@@ -93,8 +96,11 @@ def test_serve_end_to_end(server):
         assert redis_servers_for(home), "the embedded server runs while serve does"
 
         with open(SEED_STEPSTATS, "rb") as f:
-            r = http.post("/traces", data={"trace": "alexnet"},
-                          files=[("files", (SEED_STEPSTATS.name, f, "application/octet-stream"))])
+            r = http.post(
+                "/traces",
+                data={"trace": "alexnet"},
+                files=[("files", (SEED_STEPSTATS.name, f, "application/octet-stream"))],
+            )
         assert r.status_code in (201, 202), r.text
         if r.status_code == 202:
             deadline = time.monotonic() + 120
@@ -123,7 +129,7 @@ def test_serve_end_to_end(server):
 
 
 def test_serve_binds_loopback_by_default(server):
-    proc, base, home, log = server
+    _proc, base, _home, log = server
     port = int(base.rsplit(":", 1)[1])
     # Listening on 127.0.0.1 only: this machine's other addresses are refused.
     addrs = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)} - {"127.0.0.1"}
@@ -142,8 +148,13 @@ def test_serve_port_in_use_exits_1_and_leaves_nothing(tmp_path):
         port = taken.getsockname()[1]
         env = dict(os.environ, TRACEGRAPH_HOME=str(home))
         env.pop("TRACEGRAPH_DB", None)
-        proc = subprocess.run([sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
-                              env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 1, proc.stderr
     assert "address already in use" in proc.stderr
     # Its embedded server stops once idle (TRACEGRAPH_IDLE_S, a second in the tests).

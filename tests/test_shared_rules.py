@@ -5,12 +5,10 @@ view of a file's head. Expected values are written out by hand."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from stepstats_builder import Op, write
 from tensorboard.compat.proto import types_pb2
 
-from stepstats_builder import Op, write
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest import formats
 from tracegraph.ingest.formats import chainer_graph, megengine_profile, tf_oplist, tf_opnames, tf_stepstats
@@ -28,7 +26,11 @@ PHASES = [
     ("RMSprop/update/w", "Identity", "optimizer"),  # forward / optimizer
     ("ConstantFolding/gradient_tape/dense/MatMul", "Const", "backward"),  # forward / backward
     ("tower_0/gradients/conv/Conv2D_grad/Conv2DBackpropInput", "Conv2DBackpropInput", "backward"),  # forward / backward
-    ("gradients/dense/BiasAdd_grad/BroadcastGradientArgs", "BroadcastGradientArgs", "backward"),  # communication / backward
+    (
+        "gradients/dense/BiasAdd_grad/BroadcastGradientArgs",
+        "BroadcastGradientArgs",
+        "backward",
+    ),  # communication / backward
     ("Func/DistributedGradientTape_Allreduce/cond/then/_1/input/_2", "Identity", "communication"),  # forward / comm.
     ("_SOURCE", "NoOp", "other"),  # other / forward
     ("edge_7_gradients/conv1/Conv2D_grad/Conv2DBackpropFilter", "MEMCPYDtoH", "backward"),  # forward / forward
@@ -48,8 +50,14 @@ def test_every_tf_format_gives_a_node_the_same_phase(tmp_path):
     names = tmp_path / "names.txt"
     names.write_text("".join(f"{name}\n" for name, _, _ in PHASES))
     listing = tmp_path / "listing.txt"
-    listing.write_text("".join(f"{name}:MEMCPYDtoH, (no input), (output 24 bytes), GPU, 0\n" if name.startswith("edge_")
-                               else f"{name}, (1), (float32 2x3), GPU, 0\n" for name, _, _ in PHASES))
+    listing.write_text(
+        "".join(
+            f"{name}:MEMCPYDtoH, (no input), (output 24 bytes), GPU, 0\n"
+            if name.startswith("edge_")
+            else f"{name}, (1), (float32 2x3), GPU, 0\n"
+            for name, _, _ in PHASES
+        )
+    )
     for parse, path in ((tf_stepstats.parse, steps), (tf_opnames.parse, names), (tf_oplist.parse, listing)):
         ops = parse(path).ops  # (the listing names a copy node:MEMCPYDtoH)
         assert {n.split(":")[0]: p for n, p in zip(ops["name"], ops["phase"])} == expected, path.name
@@ -75,14 +83,20 @@ def test_listing_and_stepstats_weigh_tensors_alike(tmp_path):
     listing = tmp_path / "listing.txt"
     listing.write_text("a/h, (1), (float16 2x3), GPU, 0\na/f, (1), (2x3), GPU, 0\na/d, (1), (float64 2x3), GPU, 0\n")
     assert dict(zip(tf_oplist.parse(listing).tensors["dtype"], tf_oplist.parse(listing).tensors["bytes"])) == {
-        "float16": 12, "float32": 24, "float64": 48}
+        "float16": 12,
+        "float32": 24,
+        "float64": 48,
+    }
     steps = tmp_path / "step.pbtxt"
-    steps.write_text("".join(
-        f'dev_stats {{\n  device: "/device:GPU:0"\n  node_stats {{\n    node_name: "a/{n}"\n'
-        f"    all_start_micros: {1000 + i}\n    all_end_rel_micros: 1\n"
-        f"    output {{ slot: 0 tensor_description {{ dtype: {dt} shape {{ dim {{ size: 2 }} dim {{ size: 3 }} }} }} }}\n"
-        f'    timeline_label: "a/{n} = Cast()"\n  }}\n}}\n'
-        for i, (n, dt) in enumerate([("h", "DT_HALF"), ("f", "DT_FLOAT"), ("d", "DT_DOUBLE")])))
+    steps.write_text(
+        "".join(
+            f'dev_stats {{\n  device: "/device:GPU:0"\n  node_stats {{\n    node_name: "a/{n}"\n'
+            f"    all_start_micros: {1000 + i}\n    all_end_rel_micros: 1\n"
+            f"    output {{ slot: 0 tensor_description {{ dtype: {dt} shape {{ dim {{ size: 2 }} dim {{ size: 3 }} }} }} }}\n"
+            f'    timeline_label: "a/{n} = Cast()"\n  }}\n}}\n'
+            for i, (n, dt) in enumerate([("h", "DT_HALF"), ("f", "DT_FLOAT"), ("d", "DT_DOUBLE")])
+        )
+    )
     tensors = tf_stepstats.parse(steps).tensors
     assert dict(zip(tensors["dtype"], tensors["bytes"])) == {"half": 12, "float": 24, "double": 48}
 
@@ -99,8 +113,10 @@ TEXT_FORMATS = {
 
 
 @pytest.mark.parametrize("fmt", sorted(TEXT_FORMATS))
-@pytest.mark.parametrize("line3, what", [(b'  "caf\xe9"', "not UTF-8 text"),
-                                         (b"\x00\x01\x02", "binary content (a NUL byte), not a {fmt} text file")])
+@pytest.mark.parametrize(
+    "line3, what",
+    [(b'  "caf\xe9"', "not UTF-8 text"), (b"\x00\x01\x02", "binary content (a NUL byte), not a {fmt} text file")],
+)
 def test_text_that_is_not_text_is_one_message_naming_the_line(tmp_path, fmt, line3, what):
     parse, start = TEXT_FORMATS[fmt]
     p = tmp_path / "bad.txt"
@@ -131,7 +147,7 @@ def test_head_lines_keeps_the_last_line_only_when_it_is_complete():
     # A short head is the whole file: its last line counts, newline or not.
     assert head_lines(b"1 0\n0 4 _") == ["1 0", "0 4 _"]
     # A full head may end mid-line: the cut line does not count.
-    full = (b"a/b\n" * SNIFF_BYTES)[:SNIFF_BYTES - 3] + b"c d"
+    full = (b"a/b\n" * SNIFF_BYTES)[: SNIFF_BYTES - 3] + b"c d"
     assert len(full) == SNIFF_BYTES and head_lines(full)[-1] == "a/b"
     # Not text: no lines at all.
     assert head_lines(b"a/b\n\x00") is None and head_lines(b"2 0\n0 4 x\xff\n") is None

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, everything, ready_traces, run_cli, trace_nodes
 from stepstats_builder import Op, write
+
 from tracegraph.errors import Conflict, NotFound
 from tracegraph.ingest.pipeline import ingest, parse_files
 from tracegraph.queries.run import run_analysis
@@ -48,8 +48,9 @@ def fail_after(graph, monkeypatch, writes: int) -> list[int]:
 
 
 def two_ops(tmp_path: Path) -> Path:
-    return write(tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"], kernels=[(1, 2, 1)],
-                                                   allocs=[(2, 8), (3, -8)])])
+    return write(
+        tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"], kernels=[(1, 2, 1)], allocs=[(2, 8), (3, -8)])]
+    )
 
 
 def test_existing_name_is_refused_unless_replace(graph, tmp_path):
@@ -134,10 +135,10 @@ VOLATILE = {"ingested_at", "trace"}
 
 def _dump(graph, trace: str):
     nodes = graph.run("MATCH (n {trace: $trace}) RETURN labels(n)[0], properties(n)", trace=trace).rows
-    rels = graph.run("MATCH (a {trace: $trace})-[e]->(b) RETURN type(e), a.uid, b.uid, properties(e)",
-                     trace=trace).rows
-    nodes = sorted((label, sorted((k, repr(v)) for k, v in props.items() if k not in VOLATILE))
-                   for label, props in nodes)
+    rels = graph.run("MATCH (a {trace: $trace})-[e]->(b) RETURN type(e), a.uid, b.uid, properties(e)", trace=trace).rows
+    nodes = sorted(
+        (label, sorted((k, repr(v)) for k, v in props.items() if k not in VOLATILE)) for label, props in nodes
+    )
     rels = sorted((t, a, b, sorted(p.items())) for t, a, b, p in rels)
     return nodes, rels
 
@@ -177,9 +178,11 @@ def test_kill_9_leaves_old_or_new_and_nothing_behind(graph, db_uri, tg_home, tmp
     if op != "ingest":
         ingest(graph, [old], name)
     env = {"TRACEGRAPH_KILL_AT": point, "TRACEGRAPH_DB": "" if db_uri == "embedded" else db_uri}
-    args = {"ingest": ["ingest", str(new), "--trace", name],
-            "replace": ["ingest", str(new), "--trace", name, "--replace"],
-            "drop": ["drop", name]}[op]
+    args = {
+        "ingest": ["ingest", str(new), "--trace", name],
+        "replace": ["ingest", str(new), "--trace", name, "--replace"],
+        "drop": ["drop", name],
+    }[op]
     proc = run_cli(*args, home=tg_home, env=env)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     ops = _ops(graph, name)
@@ -227,6 +230,7 @@ def ingest_counts(path: Path) -> list[int]:
 def test_every_stored_property_is_declared(graph):
     """Nothing reaches the database that ingest/schema.py does not declare."""
     from conftest import EXAMPLES
+
     from tracegraph.ingest import schema
 
     declared = {t.label: set(t.properties()) | {"trace", "uid"} for t in schema.NODE_TABLES}

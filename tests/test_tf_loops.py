@@ -13,15 +13,16 @@ nanoseconds; it shares no code with the parser or the enrichment.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from google.protobuf import text_format
+from stepstats_builder import Op, write
 from tensorboard.compat.proto import step_stats_pb2
 
-from stepstats_builder import Op, write
 from tracegraph.ingest.enrich import enrich
 from tracegraph.ingest.formats import tf_stepstats
 from tracegraph.ingest.pipeline import ingest
@@ -62,8 +63,17 @@ def loop_ops() -> list[Op]:
     op("L/Si", "Switch", 9, 1, "L/Mi", "L/LC")
     op("L/Sh", "Switch", 9, 1, "L/Mh", "L/LC")
     op("L/Ii", "Identity", 10, 1, "L/Si:1")
-    op("L/mm", "MatMul", 10, 20, "L/Sh:1", "L/Ew", kernels=[(13, 10, 20)],
-       allocs=[(10, 4096), (33, -4096)], output_bytes=4096)
+    op(
+        "L/mm",
+        "MatMul",
+        10,
+        20,
+        "L/Sh:1",
+        "L/Ew",
+        kernels=[(13, 10, 20)],
+        allocs=[(10, 4096), (33, -4096)],
+        output_bytes=4096,
+    )
     op("L/inc", "AddV2", 11, 1, "L/Ii")
     op("L/x", "Gather", 11, 2, "L/Ii")
     op("L/Ni", "NextIteration", 12, 1, "L/inc")
@@ -88,8 +98,17 @@ def loop_ops() -> list[Op]:
     op("L/Nh", "NextIteration", 32, 1, "L/add")
     op("L/Mh", "Merge", 33, 1, "L/Eh", "L/Nh")
     op("L/Sh", "Switch", 34, 1, "L/Mh", "L/LC")
-    op("L/mm", "MatMul", 35, 20, "L/Sh:1", "L/Ew", kernels=[(13, 35, 20)],
-       allocs=[(35, 4096), (58, -4096)], output_bytes=4096)
+    op(
+        "L/mm",
+        "MatMul",
+        35,
+        20,
+        "L/Sh:1",
+        "L/Ew",
+        kernels=[(13, 35, 20)],
+        allocs=[(35, 4096), (58, -4096)],
+        output_bytes=4096,
+    )
     op("L/add", "AddV2", 55, 2, "L/x", "L/mm")
     op("L/Nh", "NextIteration", 57, 1, "L/add")
     op("L/Mh", "Merge", 58, 1, "L/Eh", "L/Nh")
@@ -144,7 +163,11 @@ def test_loop_outputs_allocations_and_kernels_follow_their_run(tmp_path: Path):
     assert t.at["t:L/mm:0", "producer"] == "op:L/mm" and t.at["t:L/mm:0#2", "producer"] == "op:L/mm#2"
     assert t.at["t:L/mm:0#2", "name"] == "L/mm:0"
     a = tf.allocations.set_index("op")
-    assert (a.at["op:L/mm", "alloc_us"], a.at["op:L/mm", "free_us"], a.at["op:L/mm", "tensor"]) == (10.0, 33.0, "t:L/mm:0")
+    assert (a.at["op:L/mm", "alloc_us"], a.at["op:L/mm", "free_us"], a.at["op:L/mm", "tensor"]) == (
+        10.0,
+        33.0,
+        "t:L/mm:0",
+    )
     assert (a.at["op:L/mm#2", "alloc_us"], a.at["op:L/mm#2", "tensor"]) == (35.0, "t:L/mm:0#2")
     k = tf.kernels.set_index("op")
     assert k.at["op:L/mm", "start_us"] == 10.0 and k.at["op:L/mm#2", "start_us"] == 35.0
@@ -157,11 +180,51 @@ def test_loop_outputs_allocations_and_kernels_follow_their_run(tmp_path: Path):
 # Mi#2 10, Less#2 11, LC#2 12, Sh#2 31, mm#2 51; Si#2 13, Ii#2 14, x#2 16,
 # inc#2 15, Ni#2 16, Mi#3 17, Less#3 18, LC#3 19, Si#3 20; add#2 53, Nh#2 54,
 # Mh#3 55, Sh#3 56, Xh 57, out 58.
-LOOP_CRITICAL = ["i0", "L/Ei", "L/Mi", "L/Less", "L/LC", "L/Sh", "L/mm", "L/add", "L/Nh", "L/Mh", "L/Sh",
-                 "L/mm", "L/add", "L/Nh", "L/Mh", "L/Sh", "L/Xh", "out"]
+LOOP_CRITICAL = [
+    "i0",
+    "L/Ei",
+    "L/Mi",
+    "L/Less",
+    "L/LC",
+    "L/Sh",
+    "L/mm",
+    "L/add",
+    "L/Nh",
+    "L/Mh",
+    "L/Sh",
+    "L/mm",
+    "L/add",
+    "L/Nh",
+    "L/Mh",
+    "L/Sh",
+    "L/Xh",
+    "out",
+]
 # Longest chain by op count: the counter's 19 ops to LC#3, then Sh#3, Xh, out.
-LOOP_CHAIN = ["i0", "L/Ei", "L/Mi", "L/Less", "L/LC", "L/Si", "L/Ii", "L/inc", "L/Ni", "L/Mi", "L/Less",
-              "L/LC", "L/Si", "L/Ii", "L/inc", "L/Ni", "L/Mi", "L/Less", "L/LC", "L/Sh", "L/Xh", "out"]
+LOOP_CHAIN = [
+    "i0",
+    "L/Ei",
+    "L/Mi",
+    "L/Less",
+    "L/LC",
+    "L/Si",
+    "L/Ii",
+    "L/inc",
+    "L/Ni",
+    "L/Mi",
+    "L/Less",
+    "L/LC",
+    "L/Si",
+    "L/Ii",
+    "L/inc",
+    "L/Ni",
+    "L/Mi",
+    "L/Less",
+    "L/LC",
+    "L/Sh",
+    "L/Xh",
+    "out",
+]
 
 
 def test_loop_critical_path_slack_and_chain_by_hand(tmp_path: Path, graph):
@@ -169,14 +232,19 @@ def test_loop_critical_path_slack_and_chain_by_hand(tmp_path: Path, graph):
     cp = run_analysis(graph, "critical-path", "loop-hand", {}).records()
     assert [r["op"] for r in cp] == LOOP_CRITICAL
     assert sum(r["dur_us"] for r in cp) == 58.0 and cp[-1]["cum_us"] == 58.0
-    runs = graph.run("MATCH (o:Op {trace: 'loop-hand'}) WHERE o.cp_step IS NOT NULL "
-                     "RETURN o.run, o.iteration ORDER BY o.cp_step", trace="loop-hand").rows
+    runs = graph.run(
+        "MATCH (o:Op {trace: 'loop-hand'}) WHERE o.cp_step IS NOT NULL RETURN o.run, o.iteration ORDER BY o.cp_step",
+        trace="loop-hand",
+    ).rows
     # i0, Ei (an Enter runs in the enclosing frame) and out have no iteration.
     assert [r[1] for r in runs] == [None, None] + [0] * 7 + [1] * 5 + [2] * 3 + [None]
     assert [r[0] for r in runs] == [0, 0] + [0] * 7 + [1] * 5 + [2, 2, 0] + [0]  # Xh: one record
     chain = run_analysis(graph, "longest-chain", "loop-hand", {}).records()
     assert [r["op"] for r in chain] == LOOP_CHAIN
-    slack = {(r["op"], r["earliest_start_us"]): r["slack_us"] for r in run_analysis(graph, "slack", "loop-hand", {}).records()}
+    slack = {
+        (r["op"], r["earliest_start_us"]): r["slack_us"]
+        for r in run_analysis(graph, "slack", "loop-hand", {}).records()
+    }
     # (names as uids: x is the first run, x#2 the second) x: ef 9, its reader
     # add (on the path) starts at 26 at the latest -> slack 17;
     # x#2: ef 16, add#2 latest start 51 -> 35; inc#2: ef 15, latest finish 51 -> 36
@@ -191,10 +259,16 @@ def no_loop_repeats() -> list[Op]:
     """A node recorded twice without any loop (a, h); plus a producer whose
     only record starts after its reader (g, f: clocks disagree)."""
     return [
-        Op("a", "Conv2D", 0, 5), Op("c", "Relu", 6, 2, ["a"]), Op("a", "Conv2D", 10, 5),
-        Op("e", "AddV2", 12, 1, ["a", "c"]), Op("d", "Relu", 20, 2, ["a"]),
-        Op("f", "Relu", 25, 1, ["g"]), Op("g", "Const", 30, 1),
-        Op("h", "MatMul", 40, 5), Op("k", "Relu", 42, 1, ["h"]), Op("h", "MatMul", 50, 5),
+        Op("a", "Conv2D", 0, 5),
+        Op("c", "Relu", 6, 2, ["a"]),
+        Op("a", "Conv2D", 10, 5),
+        Op("e", "AddV2", 12, 1, ["a", "c"]),
+        Op("d", "Relu", 20, 2, ["a"]),
+        Op("f", "Relu", 25, 1, ["g"]),
+        Op("g", "Const", 30, 1),
+        Op("h", "MatMul", 40, 5),
+        Op("k", "Relu", 42, 1, ["h"]),
+        Op("h", "MatMul", 50, 5),
     ]
 
 
@@ -219,8 +293,11 @@ def test_repeated_name_without_loop_takes_the_latest_ready_run(tmp_path: Path, g
 def test_kernels_of_a_repeated_op_pair_with_its_runs(tmp_path: Path):
     # Two short launches, then their kernels, both after the second launch:
     # kernel k goes to run k (same count), not both to the last run started.
-    ops = [Op("a", "MatMul", 0, 1, kernels=[(13, 5, 10)]), Op("a", "MatMul", 2, 1, kernels=[(13, 15, 10)]),
-           Op("b", "Relu", 30, 1, ["a"], kernels=[(13, 31, 2)])]
+    ops = [
+        Op("a", "MatMul", 0, 1, kernels=[(13, 5, 10)]),
+        Op("a", "MatMul", 2, 1, kernels=[(13, 15, 10)]),
+        Op("b", "Relu", 30, 1, ["a"], kernels=[(13, 31, 2)]),
+    ]
     tf = tf_stepstats.parse(write(tmp_path, ops))
     k = tf.kernels.sort_values("start_us")
     assert list(k["op"]) == ["op:a", "op:a#2", "op:b"]
@@ -286,9 +363,9 @@ def reference(path: Path) -> dict:
             if op_type == "Merge":
                 if (t[-1] == 0) != (src_type == "Enter"):
                     continue  # not the input that fired in this iteration
-                want = t[:-1] if t[-1] == 0 else t[:-1] + (t[-1] - 1,)
+                want = t[:-1] if t[-1] == 0 else (*t[:-1], t[-1] - 1)
             elif op_type == "Exit":
-                want = t + (len(runs[src]) - 1 if len(t) == 0 else per_loop(src) - 1,)
+                want = (*t, len(runs[src]) - 1 if len(t) == 0 else per_loop(src) - 1)
             elif src_type == "Enter":
                 want = t[:-1]
             else:
@@ -330,9 +407,16 @@ def reference(path: Path) -> dict:
         best = [p for p in edges[path[-1]] if ef[p] == top]
         assert len(best) == 1
         path.append(best[0])
-    return {"length_ns": length, "path": path[::-1], "slack_ns": {v: lf[v] - ef[v] for v in ef},
-            "chain": max(chain.values()), "edges": edges, "ops": len(nodes),
-            "tags": {v: tag(*v) for v in edges}, "types": {name: _type(lst[0]) for name, lst in runs.items()}}
+    return {
+        "length_ns": length,
+        "path": path[::-1],
+        "slack_ns": {v: lf[v] - ef[v] for v in ef},
+        "chain": max(chain.values()),
+        "edges": edges,
+        "ops": len(nodes),
+        "tags": {v: tag(*v) for v in edges},
+        "types": {name: _type(lst[0]) for name, lst in runs.items()},
+    }
 
 
 @pytest.fixture(scope="module", params=[LSTM, NESTED])
@@ -368,7 +452,7 @@ def test_real_trace_frames_match_the_reference(real):
         if ref["types"][v[0]] == "Exit" or (v not in read and (ref["types"][v[0]] == "Enter" or not ref["edges"][v])):
             continue
         got = ops.at[uid[v], "iteration"]
-        assert (pd.isna(got) if not t else got == t[-1]), (v, t, got)
+        assert pd.isna(got) if not t else got == t[-1], (v, t, got)
         if len(t) == 2:
             assert json.loads(ops.at[uid[v], "attrs"])["loop_iterations"] == list(t)
     assert summary.props["critical_path_us"] == pytest.approx(ref["length_ns"] / 1000, abs=1e-9)
@@ -388,19 +472,24 @@ def test_real_trace_analyses_on_the_database(real, graph):
         cp = run_analysis(graph, "critical-path", trace, {}).records()
         chain = run_analysis(graph, "longest-chain", trace, {}).records()
         slack = run_analysis(graph, "slack", trace, {}).records()
-        stored = graph.run("MATCH (t:Trace {trace: $t}) RETURN t.critical_path_us, t.longest_chain_ops",
-                           {"t": trace}, trace=trace).rows[0]
+        stored = graph.run(
+            "MATCH (t:Trace {trace: $t}) RETURN t.critical_path_us, t.longest_chain_ops", {"t": trace}, trace=trace
+        ).rows[0]
         answers[trace] = (cp, chain, slack, stored)
         assert [r["op"] for r in cp] == [v[0] for v in ref["path"]]
         assert cp[-1]["cum_us"] == pytest.approx(ref["length_ns"] / 1000, abs=1e-9)
         assert stored[0] == pytest.approx(ref["length_ns"] / 1000, abs=1e-9)
         assert stored[1] == ref["chain"] == len(chain)
         assert sorted(r["slack_us"] for r in slack) == pytest.approx(
-            sorted(s / 1000 for s in ref["slack_ns"].values()), abs=1e-6)
+            sorted(s / 1000 for s in ref["slack_ns"].values()), abs=1e-6
+        )
         # The longest chain is a chain of the reference's DAG.
-        runs = graph.run("MATCH (o:Op {trace: $t}) WHERE o.lc_step IS NOT NULL "
-                         "RETURN o.name, o.run ORDER BY o.lc_step", {"t": trace}, trace=trace).rows
-        for a, b in zip(runs, runs[1:]):
+        runs = graph.run(
+            "MATCH (o:Op {trace: $t}) WHERE o.lc_step IS NOT NULL RETURN o.name, o.run ORDER BY o.lc_step",
+            {"t": trace},
+            trace=trace,
+        ).rows
+        for a, b in itertools.pairwise(runs):
             assert tuple(a) in ref["edges"][tuple(b)]
     assert answers[f"{stem}-text"] == answers[f"{stem}-binary"]
 
@@ -412,7 +501,13 @@ def test_real_trace_without_nanos_links_the_same(real, tmp_path: Path):
     stats = text_format.Parse((DATA / f"{stem}.pbtxt").read_text(), step_stats_pb2.StepStats())
     for dev in stats.dev_stats:
         for n in dev.node_stats:
-            for f in ("all_start_nanos", "op_start_rel_nanos", "op_end_rel_nanos", "all_end_rel_nanos", "scheduled_nanos"):
+            for f in (
+                "all_start_nanos",
+                "op_start_rel_nanos",
+                "op_end_rel_nanos",
+                "all_end_rel_nanos",
+                "scheduled_nanos",
+            ):
                 n.ClearField(f)
     p = tmp_path / "micros.pb"
     p.write_bytes(stats.SerializeToString())

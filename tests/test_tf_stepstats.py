@@ -12,13 +12,13 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import SEED_STEPSTATS
 from google.protobuf import text_format
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
-from conftest import SEED_STEPSTATS
 from tracegraph.errors import InputError
-from tracegraph.ingest.enrich import enrich
 from tracegraph.ingest import stepstats_text
+from tracegraph.ingest.enrich import enrich
 from tracegraph.ingest.formats import tf_stepstats
 
 TEXT = SEED_STEPSTATS.read_text()
@@ -140,7 +140,7 @@ def test_corrupted_field_names_line(tmp_path: Path):
     p.write_text(TEXT.replace("all_end_rel_micros: 131", "all_end_rel_micros: abc", 1))
     with pytest.raises(InputError) as e:
         tf_stepstats.parse(p)
-    line = next(i for i, l in enumerate(p.read_text().splitlines(), 1) if "abc" in l)
+    line = next(i for i, text in enumerate(p.read_text().splitlines(), 1) if "abc" in text)
     assert f"line {line}" in str(e.value)
 
 
@@ -226,10 +226,12 @@ def test_micros_only_trace_times_are_the_raw_integers():
     raw = []  # (name, start, duration) of every op-level record, in file order like the ops
     for _, body in op_level:
         for name, start, dur in re.findall(
-                r'node_name: "([^"]+)"\s*all_start_micros: (\d+)(?:\s*op_\w+_rel_micros: \d+)*\s*'
-                r'all_end_rel_micros: (\d+)', body):
+            r'node_name: "([^"]+)"\s*all_start_micros: (\d+)(?:\s*op_\w+_rel_micros: \d+)*\s*'
+            r"all_end_rel_micros: (\d+)",
+            body,
+        ):
             raw.append((name, int(start) - origin, int(dur), int(start) - origin + int(dur)))
     got = list(zip(tf.ops["name"], tf.ops["start_us"], tf.ops["dur_us"], tf.ops["end_us"]))
-    assert len(raw) == 108 and got[:len(raw)] == raw
-    assert all(tf.ops["attrs"][len(raw):].str.contains("synthesized_from"))
+    assert len(raw) == 108 and got[: len(raw)] == raw
+    assert all(tf.ops["attrs"][len(raw) :].str.contains("synthesized_from"))
     assert all(float(x).is_integer() for x in tf.ops["start_us"]) and tf.meta["origin_us"] == float(origin)

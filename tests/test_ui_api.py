@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
-
 from analysis_traces import small_gpu, store
 from conftest import SEED_STEPSTATS
+from fastapi.testclient import TestClient
+
 from tracegraph.api import timeline as tlmod
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
@@ -61,8 +61,10 @@ def test_memory_at_small(gpu, graph):
     # a:4 70 B [12,-), a:5 100 B [40,45), a:6 999 B persistent (no times: never listed);
     # GPU_1_bfc: a:7 40 B [0,10).
     def live(at, allocator=None):
-        return [(r["allocator"], r["live_bytes"], r["bytes"], r["allocation"])
-                for r in records(graph, "memory-at", gpu, at_us=at, allocator=allocator)]
+        return [
+            (r["allocator"], r["live_bytes"], r["bytes"], r["allocation"])
+            for r in records(graph, "memory-at", gpu, at_us=at, allocator=allocator)
+        ]
 
     # t=12: a:1, a:3 and a:4 (allocated at exactly 12: live); a:2 freed at 8; GPU_1's a:7 freed at 10.
     assert live(12) == [("GPU_0_bfc", 370, 200, "a:3"), ("GPU_0_bfc", 370, 100, "a:1"), ("GPU_0_bfc", 370, 70, "a:4")]
@@ -82,7 +84,8 @@ def test_memory_at_small(gpu, graph):
     assert [(r["kind"], r["op"], r["tensor"], r["shape"], r["alloc_us"], r["free_us"]) for r in got] == [
         ("output", "net/conv2/Conv2D", "net/conv2/Conv2D:0", "50", 10.0, 60.0),
         ("output", "net/conv1/Conv2D", "net/conv1/Conv2D:0", "25", 0.0, 30.0),
-        ("output", "net/relu/Relu", "net/relu/Relu:0", "17", 12.0, None)]
+        ("output", "net/relu/Relu", "net/relu/Relu:0", "17", 12.0, None),
+    ]
 
 
 def test_memory_at_the_peak_is_peak_memory_on_seed(graph, alexnet):
@@ -91,8 +94,9 @@ def test_memory_at_the_peak_is_peak_memory_on_seed(graph, alexnet):
     for alloc in {r["allocator"] for r in peak}:
         mine = [r for r in peak if r["allocator"] == alloc]
         at = records(graph, "memory-at", alexnet, at_us=mine[0]["peak_at_us"], allocator=alloc)
-        assert sorted((r["bytes"], r["op"], r["alloc_us"]) for r in at) == \
-            sorted((r["bytes"], r["op"], r["alloc_us"]) for r in mine)
+        assert sorted((r["bytes"], r["op"], r["alloc_us"]) for r in at) == sorted(
+            (r["bytes"], r["op"], r["alloc_us"]) for r in mine
+        )
         assert {r["live_bytes"] for r in at} == {mine[0]["peak_bytes"]}
 
 
@@ -130,17 +134,33 @@ def test_lanes_small(small_tl):
     # Ops of GPU:0 by start: A[0,2) E[0,4) B[10,12) C[12,17) F[20,40) D[40,41) L[56,59) I[60,61) F2[60,77).
     # First fit: E overlaps A -> row 2; F2 overlaps I -> row 2; everything else fits row 1.
     assert [lane.name for lane in tl.lanes] == [
-        "/device:GPU:0 ops #1", "/device:GPU:0 ops #2", "/device:GPU:0 memcpy", "/device:GPU:0 stream:1",
-        "/device:GPU:0 stream:2", "/device:GPU:1 ops", "/device:GPU:1 memcpy"]
+        "/device:GPU:0 ops #1",
+        "/device:GPU:0 ops #2",
+        "/device:GPU:0 memcpy",
+        "/device:GPU:0 stream:1",
+        "/device:GPU:0 stream:2",
+        "/device:GPU:1 ops",
+        "/device:GPU:1 memcpy",
+    ]
     assert [b[0] for b in lane_bars(tl, "/device:GPU:0 ops #1")] == [
-        "net/conv1/Conv2D", "net/conv2/Conv2D", "net/relu/Relu", "net/copy",
-        "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput", "SGD/update", "net/late/Add"]
+        "net/conv1/Conv2D",
+        "net/conv2/Conv2D",
+        "net/relu/Relu",
+        "net/copy",
+        "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput",
+        "SGD/update",
+        "net/late/Add",
+    ]
     assert lane_bars(tl, "/device:GPU:0 ops #2") == [("_SOURCE", 0.0, 4.0), ("net/copy2", 60.0, 77.0)]
     assert [b[1:] for b in lane_bars(tl, "/device:GPU:0 stream:1")] == [(0, 10), (10, 30), (40, 55), (45, 50), (60, 62)]
     assert (tl.t_min, tl.t_max) == (0.0, 77.0)
     assert [lane.kind for lane in tl.lanes] == ["ops", "ops", "stream", "stream", "stream", "ops", "stream"]
     # cp_step is set on A, B, D (10 + 30 + 20 = 60 us, the heaviest chain).
-    assert tl.critical == {"net/conv1/Conv2D", "net/conv2/Conv2D", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"}
+    assert tl.critical == {
+        "net/conv1/Conv2D",
+        "net/conv2/Conv2D",
+        "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput",
+    }
 
 
 def test_bulk_read_equals_the_row_query(alexnet, graph, gpu):
@@ -154,8 +174,12 @@ def test_bulk_read_equals_the_row_query(alexnet, graph, gpu):
             rows = graph.run(rows_query(label, cols, tlmod.TIMED), trace=trace).rows
             want = [tuple(None if v is None else kind(v) for v, kind in zip(r, cols.values())) for r in rows]
             assert sorted(got, key=repr) == sorted(want, key=repr)
-        assert len(a[0]) == graph.run("MATCH (o:Op {trace: $t}) WHERE o.start_us IS NOT NULL RETURN count(o)",
-                                      {"t": trace}, trace=trace).rows[0][0]
+        assert (
+            len(a[0])
+            == graph.run(
+                "MATCH (o:Op {trace: $t}) WHERE o.start_us IS NOT NULL RETURN count(o)", {"t": trace}, trace=trace
+            ).rows[0][0]
+        )
 
 
 def test_window_merges_below_a_pixel(small_tl):
@@ -169,7 +193,10 @@ def test_window_merges_below_a_pixel(small_tl):
     assert list(zip(lane["s"], lane["e"], lane["n"])) == [(0, 10, 1), (10, 30, 1), (40, 55, 1), (45, 62, 2)]
     assert lane["h"] == [1, 1, 1, 1]  # a1, b1, d1, d2 are kernels of A, B, D; the merged bar holds d2
     assert lane["i"][3] == -1 and [lane["names"][str(i)][2] for i in lane["i"][:3]] == [
-        "net/conv1/Conv2D", "net/conv2/Conv2D", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"]
+        "net/conv1/Conv2D",
+        "net/conv2/Conv2D",
+        "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput",
+    ]
     assert w["res"] == 10 and w["bars"] == 4 and not w["truncated"]
     # Zoomed to [40, 50) over 10 px: d1 and d2 only (a1, b1 end before 40; i1 starts after 50).
     (lane,) = tlmod.window(tl, 40, 50, 10, [s1])["lanes"]
@@ -197,12 +224,16 @@ def test_window_keeps_every_bar_once_at_fine_resolution_on_seed(alexnet, graph):
 def test_timeline_routes_on_seed(client, alexnet, graph):
     info = client.get(f"/ui/traces/{alexnet}/timeline").json()
     assert info["time_unit"] == "us" and info["note"] is None
-    n_ops = graph.run("MATCH (o:Op {trace: $t}) WHERE o.start_us IS NOT NULL RETURN count(o)", {"t": alexnet}, trace=alexnet).rows[0][0]
+    n_ops = graph.run(
+        "MATCH (o:Op {trace: $t}) WHERE o.start_us IS NOT NULL RETURN count(o)", {"t": alexnet}, trace=alexnet
+    ).rows[0][0]
     n_k = graph.run("MATCH (k:Kernel {trace: $t}) RETURN count(k)", {"t": alexnet}, trace=alexnet).rows[0][0]
     assert sum(lane["bars"] for lane in info["lanes"] if lane["kind"] == "ops") == n_ops
     assert sum(lane["bars"] for lane in info["lanes"] if lane["kind"] == "stream") == n_k
-    r = client.get(f"/ui/traces/{alexnet}/timeline/window",
-                   params={"t0": info["t_min"], "t1": info["t_max"] + 1, "px": 8192, "highlight": "critical-path"})
+    r = client.get(
+        f"/ui/traces/{alexnet}/timeline/window",
+        params={"t0": info["t_min"], "t1": info["t_max"] + 1, "px": 8192, "highlight": "critical-path"},
+    )
     assert r.status_code == 200, r.text
     w = r.json()
     cp = {row["op"] for row in records(graph, "critical-path", alexnet)}
@@ -219,8 +250,12 @@ def test_timeline_routes_on_seed(client, alexnet, graph):
                 assert bool(lane["h"][k]) == (op in cp), (name, op)
             if lanes[lane["id"]]["kind"] == "ops" and lane["h"][k]:
                 hl_bars.append((lane["s"][k], lane["e"][k]))
-    timed = graph.run("MATCH (o:Op {trace: $t}) WHERE o.cp_step IS NOT NULL AND o.start_us IS NOT NULL "
-                      "RETURN o.name, o.start_us, o.end_us", {"t": alexnet}, trace=alexnet).rows
+    timed = graph.run(
+        "MATCH (o:Op {trace: $t}) WHERE o.cp_step IS NOT NULL AND o.start_us IS NOT NULL "
+        "RETURN o.name, o.start_us, o.end_us",
+        {"t": alexnet},
+        trace=alexnet,
+    ).rows
     assert timed
     for name, start, end in timed:
         assert any(s <= start and end <= e for s, e in hl_bars), name
@@ -229,13 +264,23 @@ def test_timeline_routes_on_seed(client, alexnet, graph):
 
 def test_timeline_routes_refuse_bad_requests(client, alexnet):
     base = f"/ui/traces/{alexnet}/timeline/window"
-    for params in ({"t0": 5, "t1": 5}, {"t0": 0, "t1": 1, "highlight": "nope"}, {"t0": 0, "t1": 1, "px": 0},
-                   {"t0": 0, "t1": 1, "lanes": "1,x"}, {"t0": "nan", "t1": 1}, {"t1": 1}):
+    for params in (
+        {"t0": 5, "t1": 5},
+        {"t0": 0, "t1": 1, "highlight": "nope"},
+        {"t0": 0, "t1": 1, "px": 0},
+        {"t0": 0, "t1": 1, "lanes": "1,x"},
+        {"t0": "nan", "t1": 1},
+        {"t1": 1},
+    ):
         r = client.get(base, params=params)
         assert r.status_code == 422, (params, r.text)
         assert r.json()["detail"]
-    for path in ("/ui/traces/no-such/timeline", "/ui/traces/no-such/timeline/window?t0=0&t1=1",
-                 "/ui/traces/no-such/op?name=x", f"/ui/traces/{alexnet}/op?name=no-such-op"):
+    for path in (
+        "/ui/traces/no-such/timeline",
+        "/ui/traces/no-such/timeline/window?t0=0&t1=1",
+        "/ui/traces/no-such/op?name=x",
+        f"/ui/traces/{alexnet}/op?name=no-such-op",
+    ):
         r = client.get(path)
         assert r.status_code == 404, (path, r.text)
         assert "\n" not in r.json()["detail"]
@@ -246,8 +291,10 @@ def test_op_card_on_seed(client, alexnet):
     # weights, writes 128x192x27x27 floats (71,663,616 bytes = 128*192*27*27*4).
     d = client.get(f"/ui/traces/{alexnet}/op", params={"name": "conv2/Conv2D"}).json()
     assert d["type"] == "Conv2D" and d["device"] == "/device:GPU:0"
-    assert [(t["name"], t["shape"]) for t in d["inputs"]] == [("pool1:0", "128x64x27x27"),
-                                                              ("conv2/weights/read:0", "5x5x64x192")]
+    assert [(t["name"], t["shape"]) for t in d["inputs"]] == [
+        ("pool1:0", "128x64x27x27"),
+        ("conv2/weights/read:0", "5x5x64x192"),
+    ]
     assert [(t["shape"], t["bytes"]) for t in d["outputs"]] == [("128x192x27x27", 128 * 192 * 27 * 27 * 4)]
     assert d["kernels"] and all(k["name"].startswith("conv2/Conv2D") for k in d["kernels"])
     assert "conv2/Conv2D" in SEED_STEPSTATS.read_text()
@@ -270,8 +317,9 @@ def test_replaced_trace_is_read_again(client, graph):
     assert upload(client, "ui-replace", small, replace=True).status_code == 201
     second = client.get("/ui/traces/ui-replace/timeline").json()
     assert first["lanes"] != second["lanes"]
-    n = graph.run("MATCH (o:Op {trace: 'ui-replace'}) WHERE o.start_us IS NOT NULL RETURN count(o)",
-                  trace="ui-replace").rows[0][0]
+    n = graph.run(
+        "MATCH (o:Op {trace: 'ui-replace'}) WHERE o.start_us IS NOT NULL RETURN count(o)", trace="ui-replace"
+    ).rows[0][0]
     assert sum(lane["bars"] for lane in second["lanes"] if lane["kind"] == "ops") == n
 
 
@@ -279,8 +327,11 @@ def test_page_and_bundle(client):
     r = client.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert '<script src="/static/app.js"></script>' in r.text
-    for path, kind in (("/static/app.js", "javascript"), ("/static/app.css", "text/css"),
-                       ("/static/THIRD_PARTY_LICENSES.txt", "text/plain")):
+    for path, kind in (
+        ("/static/app.js", "javascript"),
+        ("/static/app.css", "text/css"),
+        ("/static/THIRD_PARTY_LICENSES.txt", "text/plain"),
+    ):
         r = client.get(path)
         assert r.status_code == 200 and kind in r.headers["content-type"], path
     licenses = client.get("/static/THIRD_PARTY_LICENSES.txt").text
@@ -309,8 +360,12 @@ def test_api_key_on_ui_routes(session_graph, alexnet):
     with client_for(api_key="s3cret") as c:
         assert c.get("/").status_code == 200  # the page and bundle hold no data
         assert c.get("/static/app.js").status_code == 200
-        for path in ("/ui/highlights", f"/ui/traces/{alexnet}/timeline",
-                     f"/ui/traces/{alexnet}/timeline/window?t0=0&t1=10", f"/ui/traces/{alexnet}/op?name=conv2/Conv2D"):
+        for path in (
+            "/ui/highlights",
+            f"/ui/traces/{alexnet}/timeline",
+            f"/ui/traces/{alexnet}/timeline/window?t0=0&t1=10",
+            f"/ui/traces/{alexnet}/op?name=conv2/Conv2D",
+        ):
             r = c.get(path)
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", path
             assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401

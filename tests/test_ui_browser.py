@@ -22,7 +22,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import SEED_STEPSTATS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,20 +94,23 @@ def ui(playwright_instance, server):
 
 def drop_file(page, path: Path) -> None:
     """Drag-and-drop a file onto the upload zone (a real drop event with a DataTransfer)."""
-    page.evaluate("""([name, b64]) => {
+    page.evaluate(
+        """([name, b64]) => {
         const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
         const dt = new DataTransfer();
         dt.items.add(new File([bytes], name));
         const zone = document.getElementById("dropzone");
         zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true, cancelable: true}));
         zone.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
-    }""", [path.name, base64.b64encode(path.read_bytes()).decode()])
+    }""",
+        [path.name, base64.b64encode(path.read_bytes()).decode()],
+    )
 
 
 @pytest.fixture(scope="module")
 def uploaded(ui, http):
     """AlexNet uploaded through the page; returns what the page showed while it ran."""
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     page.goto(page.url.split("#")[0] + "#/traces")
     page.wait_for_selector("#dropzone")
     shot(page, "01-traces-empty")
@@ -135,7 +137,7 @@ def uploaded(ui, http):
 
 
 def test_upload_runs_the_job_flow(ui, uploaded, http):
-    page, console, requests, responses = ui
+    page, _console, _requests, responses = ui
     status = page.locator("#upload-status")
     assert status.get_attribute("data-done") == TRACE, uploaded
     posts = [r for r in responses if r[0] == "POST" and r[1].endswith("/traces")]
@@ -162,7 +164,7 @@ def timeline_state(page):
 
 
 def test_timeline_highlights_the_critical_path(ui, uploaded, http):
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     page.goto(page.url.split("#")[0] + f"#/timeline/{TRACE}")
     page.wait_for_selector("#timeline-plot[data-ready='1']")
     page.wait_for_selector("#highlight-list ol li")
@@ -177,10 +179,20 @@ def test_timeline_highlights_the_critical_path(ui, uploaded, http):
     # pixel) of an op lane.
     state = timeline_state(page)
     kinds = {lane["id"]: lane["kind"] for lane in state["lanes"]}
-    hl_bars = [(lane["s"][k], lane["e"][k]) for lane in state["data"]["lanes"] if kinds[lane["id"]] == "ops"
-               for k in range(len(lane["s"])) if lane["h"][k]]
-    timed = http.post("/cypher", json={"query": "MATCH (o:Op {trace: $trace}) WHERE o.cp_step IS NOT NULL "
-                                                "RETURN o.name, o.start_us, o.end_us", "trace": TRACE}).json()["rows"]
+    hl_bars = [
+        (lane["s"][k], lane["e"][k])
+        for lane in state["data"]["lanes"]
+        if kinds[lane["id"]] == "ops"
+        for k in range(len(lane["s"]))
+        if lane["h"][k]
+    ]
+    timed = http.post(
+        "/cypher",
+        json={
+            "query": "MATCH (o:Op {trace: $trace}) WHERE o.cp_step IS NOT NULL RETURN o.name, o.start_us, o.end_us",
+            "trace": TRACE,
+        },
+    ).json()["rows"]
     assert {r[0] for r in timed} == cp_ops
     for name, start, end in timed:
         assert any(a <= start and end <= b for a, b in hl_bars), name
@@ -190,9 +202,13 @@ def test_timeline_highlights_the_critical_path(ui, uploaded, http):
     card = http.get(f"/ui/traces/{TRACE}/op", params={"name": heavy}).json()
     k0 = min(k["start_us"] for k in card["kernels"])
     k1 = max(k["end_us"] for k in card["kernels"])
-    page.evaluate("([a, b]) => window.__tracegraph.timeline.setView(a, b)", [k0 - (k1 - k0) * 0.5, k1 + (k1 - k0) * 0.5])
-    page.wait_for_function("() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();"
-                           " return d && d.t0 <= v.min && d.t1 >= v.max && d.res < (v.max - v.min) / 500; }")
+    page.evaluate(
+        "([a, b]) => window.__tracegraph.timeline.setView(a, b)", [k0 - (k1 - k0) * 0.5, k1 + (k1 - k0) * 0.5]
+    )
+    page.wait_for_function(
+        "() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();"
+        " return d && d.t0 <= v.min && d.t1 >= v.max && d.res < (v.max - v.min) / 500; }"
+    )
     page.wait_for_timeout(200)
     state = timeline_state(page)
     shot(page, "04-timeline-zoomed")
@@ -221,7 +237,7 @@ def test_timeline_highlights_the_critical_path(ui, uploaded, http):
 
 
 def test_timeline_zooms_and_pans_with_the_mouse(ui, uploaded):
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     if "#/timeline/" not in page.url:
         page.goto(page.url.split("#")[0] + f"#/timeline/{TRACE}")
         page.wait_for_selector("#timeline-plot[data-ready='1']")
@@ -236,7 +252,7 @@ def test_timeline_zooms_and_pans_with_the_mouse(ui, uploaded):
         page.wait_for_timeout(50)
     page.wait_for_timeout(200)
     zoomed = timeline_state(page)["view"]
-    assert (zoomed["max"] - zoomed["min"]) == pytest.approx((before["max"] - before["min"]) * 0.8 ** 5, rel=1e-6)
+    assert (zoomed["max"] - zoomed["min"]) == pytest.approx((before["max"] - before["min"]) * 0.8**5, rel=1e-6)
     page.mouse.move(cx, cy)
     page.mouse.down()
     page.mouse.move(cx - 200, cy, steps=10)
@@ -245,15 +261,17 @@ def test_timeline_zooms_and_pans_with_the_mouse(ui, uploaded):
     panned = timeline_state(page)["view"]
     per_px = (zoomed["max"] - zoomed["min"]) / box["width"]
     assert panned["min"] - zoomed["min"] == pytest.approx(200 * per_px, rel=0.02)
-    page.wait_for_function("() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();"
-                           " return d && d.t0 <= v.min && d.t1 >= v.max; }")
+    page.wait_for_function(
+        "() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();"
+        " return d && d.t0 <= v.min && d.t1 >= v.max; }"
+    )
 
 
 # ---------------------------------------------------------------------------- memory
 
 
 def test_memory_peak_and_what_is_live(ui, uploaded, http):
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     page.goto(page.url.split("#")[0] + f"#/memory/{TRACE}")
     peak = page.locator("[data-testid=peak-bytes][data-allocator=GPU_0_bfc]")
     peak.wait_for()
@@ -280,8 +298,11 @@ def test_memory_peak_and_what_is_live(ui, uploaded, http):
     live = listing.locator("[data-testid=live-bytes]")
     live.wait_for()
     heading = listing.locator("h3").text_content()
-    at = page.evaluate("([x]) => { const m = window.__tracegraph.memory.plots.find(p => p.allocator === 'GPU_0_bfc');"
-                       " const r = m.plot.over.getBoundingClientRect(); return m.plot.posToVal(x - r.left, 'x'); }", [x])
+    at = page.evaluate(
+        "([x]) => { const m = window.__tracegraph.memory.plots.find(p => p.allocator === 'GPU_0_bfc');"
+        " const r = m.plot.over.getBoundingClientRect(); return m.plot.posToVal(x - r.left, 'x'); }",
+        [x],
+    )
     api = http.get(f"/traces/{TRACE}/queries/memory-at", params={"at_us": at, "allocator": "GPU_0_bfc"}).json()
     expect = api["rows"][0][api["columns"].index("live_bytes")] if api["rows"] else 0
     assert live.text_content() == f"{expect:,}", heading
@@ -293,7 +314,7 @@ def test_memory_peak_and_what_is_live(ui, uploaded, http):
 
 
 def test_analysis_form_table_and_csv(ui, uploaded, http, tmp_path):
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     page.goto(page.url.split("#")[0] + f"#/analyses/{TRACE}/top-ops")
     page.wait_for_selector("#analysis-form")
     page.fill("#param-n", "5")
@@ -315,19 +336,25 @@ def test_analysis_form_table_and_csv(ui, uploaded, http, tmp_path):
     assert dl.value.suggested_filename == f"{TRACE}-top-ops.csv"
     expect = http.get(f"/traces/{TRACE}/queries/top-ops", params={"n": 5, "format": "csv"}).text
     assert path.read_text() == expect
-    assert list(csv.reader(io.StringIO(expect)))[0] == api["columns"]
+    assert next(iter(csv.reader(io.StringIO(expect)))) == api["columns"]
 
 
 def test_cypher_box(ui, uploaded, http):
-    page, console, requests, responses = ui
+    page, console, _requests, _responses = ui
     page.goto(page.url.split("#")[0] + f"#/cypher/{TRACE}")
     page.wait_for_selector("#cypher-form")
     assert page.input_value("#cypher-trace") == TRACE
     page.fill("#cypher-query", "MATCH (o:Op {trace: $trace}) WHERE o.type = 'Conv2D' RETURN count(o) AS convs")
     page.click("#cypher-run")
     page.wait_for_selector("#cypher-result tbody tr")
-    n = http.post("/cypher", json={"query": "MATCH (o:Op {trace: $t}) WHERE o.type = 'Conv2D' RETURN count(o)",
-                                   "params": {"t": TRACE}, "trace": TRACE}).json()["rows"][0][0]
+    n = http.post(
+        "/cypher",
+        json={
+            "query": "MATCH (o:Op {trace: $t}) WHERE o.type = 'Conv2D' RETURN count(o)",
+            "params": {"t": TRACE},
+            "trace": TRACE,
+        },
+    ).json()["rows"][0][0]
     assert n == 5  # conv1..conv5
     assert page.locator("#cypher-result tbody td").all_text_contents() == [str(n)]
     # Paths come back as a graph too.
@@ -344,17 +371,19 @@ def test_cypher_box(ui, uploaded, http):
     page.wait_for_selector("#cypher-result .error")
     page.wait_for_timeout(200)
     assert [e for e in console.errors[before:]] == [
-        "console.error: Failed to load resource: the server responded with a status of 403 (Forbidden)"]
+        "console.error: Failed to load resource: the server responded with a status of 403 (Forbidden)"
+    ]
     del console.errors[before:]
-    assert http.post("/cypher", json={"query": "MATCH (o:Op {trace: $trace}) WHERE o.x IS NOT NULL RETURN count(o)",
-                                      "trace": TRACE}).json()["rows"] == [[0]]
+    assert http.post(
+        "/cypher", json={"query": "MATCH (o:Op {trace: $trace}) WHERE o.x IS NOT NULL RETURN count(o)", "trace": TRACE}
+    ).json()["rows"] == [[0]]
 
 
 # ---------------------------------------------------------------------------- graph, diff, drop
 
 
 def test_graph_neighborhood_and_recenter(ui, uploaded):
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     page.goto(page.url.split("#")[0] + f"#/graph/{TRACE}?op=conv2/Conv2D&hops=1")
     caption = page.locator("#graph-caption")
     caption.wait_for()
@@ -369,19 +398,27 @@ def test_graph_neighborhood_and_recenter(ui, uploaded):
         return {x: r.left + p.x, y: r.top + p.y, label: n.data('label')}; }""")
     page.mouse.click(target["x"], target["y"])
     page.wait_for_function("() => !location.hash.includes('op=conv2%2FConv2D')")
-    page.wait_for_function("(label) => (document.getElementById('graph-caption')?.textContent || '').startsWith(label + ':')",
-                           arg=target["label"])
-    page.wait_for_function("() => window.__tracegraph.graph.cy && window.__tracegraph.graph.cy.nodes('[center = 1]').length === 1")
+    page.wait_for_function(
+        "(label) => (document.getElementById('graph-caption')?.textContent || '').startsWith(label + ':')",
+        arg=target["label"],
+    )
+    page.wait_for_function(
+        "() => window.__tracegraph.graph.cy && window.__tracegraph.graph.cy.nodes('[center = 1]').length === 1"
+    )
     assert page.evaluate("() => window.__tracegraph.graph.cy.nodes('[center = 1]').data('label')") == target["label"]
     page.goto(page.url.split("#")[0] + f"#/graph/{TRACE}?cp=1&first=0")
-    page.wait_for_function("() => /critical path: showing \\d+ of \\d+ ops/.test(document.getElementById('graph-caption')?.textContent)")
+    page.wait_for_function(
+        "() => /critical path: showing \\d+ of \\d+ ops/.test(document.getElementById('graph-caption')?.textContent)"
+    )
     shot(page, "12-graph-critical-path")
 
 
 def test_diff_and_drop(ui, uploaded, http):
-    page, console, requests, responses = ui
+    page, _console, _requests, _responses = ui
     other = f"{TRACE}-again"
-    r = http.post("/traces", data={"trace": other}, files=[("files", (SEED_STEPSTATS.name, SEED_STEPSTATS.read_bytes()))])
+    r = http.post(
+        "/traces", data={"trace": other}, files=[("files", (SEED_STEPSTATS.name, SEED_STEPSTATS.read_bytes()))]
+    )
     assert r.status_code in (201, 202)
     if r.status_code == 202:
         job = r.json()
@@ -408,7 +445,7 @@ def test_diff_and_drop(ui, uploaded, http):
 
 
 def test_no_console_errors(ui, uploaded):
-    page, console, requests, responses = ui
+    _page, console, _requests, responses = ui
     assert console.errors == []
     assert not [r for r in responses if r[2] >= 400 and "/cypher" not in r[1]]
 
@@ -436,7 +473,9 @@ def test_api_key_flow(playwright_instance, tmp_path):
             shot(page, "14-key-dialog")
             page.fill("#key-dialog input", "wrong-key")
             page.click("#key-dialog button[type=submit]")
-            page.wait_for_function("() => document.querySelector('#key-dialog .key-message').textContent.includes('refused')")
+            page.wait_for_function(
+                "() => document.querySelector('#key-dialog .key-message').textContent.includes('refused')"
+            )
             page.fill("#key-dialog input", KEY)
             page.click("#key-dialog button[type=submit]")
             page.wait_for_selector("#upload-go")

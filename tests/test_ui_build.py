@@ -42,10 +42,15 @@ def test_no_network_at_run_time():
 
 def test_wheel_ships_the_bundle(tmp_path):
     """pip install alone serves the UI: the wheel carries api/static/."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0 and re.search(r"No matching distribution|Could not find a version|NewConnectionError",
-                                          proc.stderr):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0 and re.search(
+        r"No matching distribution|Could not find a version|NewConnectionError", proc.stderr
+    ):
         pytest.skip("pip cannot fetch the build backend (setuptools) for the wheel: no package index")
     assert proc.returncode == 0, proc.stderr
     (wheel,) = tmp_path.glob("tracegraph-*.whl")
@@ -66,8 +71,13 @@ def test_committed_bundle_is_up_to_date(tmp_path):
     shutil.copytree(UI / "src", work / "src")
     (tmp_path / "cypher").mkdir()
     shutil.copy2(ROOT / "cypher" / "tracegraph.grass", tmp_path / "cypher" / "tracegraph.grass")
-    proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=work,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0:
         pytest.skip(f"npm ci failed (no registry?): {proc.stderr.strip().splitlines()[-1:]}")
     out = tmp_path / "out"
@@ -75,4 +85,6 @@ def test_committed_bundle_is_up_to_date(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(BUILT)
     stale = [name for name in BUILT if not filecmp.cmp(out / name, STATIC / name, shallow=False)]
-    assert not stale, f"api/static is out of date with ui/ ({', '.join(stale)}): run `npm ci --prefix ui && npm run build --prefix ui`"
+    assert not stale, (
+        f"api/static is out of date with ui/ ({', '.join(stale)}): run `npm ci --prefix ui && npm run build --prefix ui`"
+    )

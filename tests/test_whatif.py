@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from analysis_traces import chain, small_gpu, store
 from conftest import run_cli
+
 from tracegraph.errors import NotFound, UserError
 from tracegraph.queries.whatif import parse_match, what_if
 
@@ -34,9 +34,14 @@ def test_factor_one_is_the_baseline_exactly(gpu, graph):
 
 
 def test_factor_one_is_the_baseline_exactly_on_seed(graph, alexnet):
-    stored = graph.run("MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.critical_path_us", {"t": alexnet}, trace=alexnet).rows[0][0]
-    cp = graph.run("MATCH (o:Op {trace: $t}) WHERE o.cp_step IS NOT NULL RETURN o.name ORDER BY o.cp_step",
-                   {"t": alexnet}, trace=alexnet).rows
+    stored = graph.run(
+        "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.critical_path_us", {"t": alexnet}, trace=alexnet
+    ).rows[0][0]
+    cp = graph.run(
+        "MATCH (o:Op {trace: $t}) WHERE o.cp_step IS NOT NULL RETURN o.name ORDER BY o.cp_step",
+        {"t": alexnet},
+        trace=alexnet,
+    ).rows
     for match in (["type=Conv2D"], ["name=."], ["type=Conv2D", "name=gradients/"]):
         r = what_if(graph, alexnet, match, 1.0)
         assert r["baseline_us"] == stored
@@ -50,7 +55,10 @@ def test_conv2d_at_half_matches_hand_computation(gpu, graph):
     # A 5, B 15 (Conv2DBackpropInput is not type Conv2D): A B D = 5 + 15 + 20 = 40 > A C D = 30 > F = 20.
     assert (r["baseline_us"], r["critical_path_us"], r["speedup"], r["saved_us"]) == (60.0, 40.0, 1.5, 20.0)
     assert [(p["op"], p["weight_us"], p["base_weight_us"], p["scaled"]) for p in r["path"]] == [
-        (ABD[0], 5.0, 10.0, True), (ABD[1], 15.0, 30.0, True), (ABD[2], 20.0, 20.0, False)]
+        (ABD[0], 5.0, 10.0, True),
+        (ABD[1], 15.0, 30.0, True),
+        (ABD[2], 20.0, 20.0, False),
+    ]
     assert [p["step"] for p in r["path"]] == [0, 1, 2]
 
 
@@ -98,16 +106,47 @@ def test_bad_requests(gpu, graph):
 
 
 def test_cli(gpu, graph, tg_home, db_uri):
-    out = run_cli("whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", "--format", "json",
-                  home=tg_home, db=db_uri, check=True).stdout
+    out = run_cli(
+        "whatif",
+        "--trace",
+        gpu,
+        "--match",
+        "type=Conv2D",
+        "--factor",
+        "0.5",
+        "--format",
+        "json",
+        home=tg_home,
+        db=db_uri,
+        check=True,
+    ).stdout
     r = json.loads(out)
     assert (r["critical_path_us"], r["baseline_us"], r["speedup"]) == (40.0, 60.0, 1.5)
     assert [p["op"] for p in r["path"]] == ABD
-    one = json.loads(run_cli("whatif", "--trace", gpu, "--match", "name=.", "--factor", "1", "--format", "json",
-                             home=tg_home, db=db_uri, check=True).stdout)
+    one = json.loads(
+        run_cli(
+            "whatif",
+            "--trace",
+            gpu,
+            "--match",
+            "name=.",
+            "--factor",
+            "1",
+            "--format",
+            "json",
+            home=tg_home,
+            db=db_uri,
+            check=True,
+        ).stdout
+    )
     assert one["critical_path_us"] == one["baseline_us"] == 60.0
-    table = run_cli("whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", home=tg_home, db=db_uri, check=True).stdout
+    table = run_cli(
+        "whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", home=tg_home, db=db_uri, check=True
+    ).stdout
     assert "critical path 40.0 us (baseline 60.0 us, speedup 1.5x), 3 ops:" in table
     assert table.splitlines()[2].split() == ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
     proc = run_cli("whatif", "--trace", "nope", "--match", "type=Conv2D", "--factor", "1", home=tg_home, db=db_uri)
-    assert proc.returncode == 1 and proc.stderr.strip() == "tracegraph: error: no trace named 'nope' (see `tracegraph traces`)"
+    assert (
+        proc.returncode == 1
+        and proc.stderr.strip() == "tracegraph: error: no trace named 'nope' (see `tracegraph traces`)"
+    )

@@ -72,9 +72,16 @@ def _progress(args):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     labels = {"parse": "parsing (bytes)", "enrich": "enriching", "write": "writing (graph elements)"}
-    with Progress(TextColumn("{task.description:26s}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bars:
+    with Progress(
+        TextColumn("{task.description:26s}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bars:
         tasks: dict[str, int] = {}
 
         def report(phase: str, done: int, total: int | None) -> None:
@@ -110,8 +117,10 @@ def cmd_ingest(args) -> int:
     counts = report.counts
     nodes = sum(counts["nodes"].values()) + 1
     rels = sum(counts["relationships"].values())
-    print(f"trace {report.trace}: {nodes:,} nodes, {rels:,} relationships in {report.timings['total_s']:.2f} s "
-          f"(parse {report.timings['parse_s']:.2f} s, enrich {report.timings['enrich_s']:.2f} s, load {report.timings['load_s']:.2f} s)")
+    print(
+        f"trace {report.trace}: {nodes:,} nodes, {rels:,} relationships in {report.timings['total_s']:.2f} s "
+        f"(parse {report.timings['parse_s']:.2f} s, enrich {report.timings['enrich_s']:.2f} s, load {report.timings['load_s']:.2f} s)"
+    )
     for kind in ("nodes", "relationships"):
         parts = ", ".join(f"{k} {v:,}" for k, v in counts[kind].items() if v)
         print(f"  {kind}: {parts}")
@@ -145,16 +154,40 @@ def cmd_queries(args) -> int:
 
     items = catalog().values()
     if args.format == "json":
-        print(json.dumps([{
-            "name": a.name, "summary": a.summary, "requires": [f.value for f in a.requires],
-            "params": [{"name": p.name, "type": p.type, "required": p.required, "default": p.default, "doc": p.doc,
-                        "choices": list(p.choices)}
-                       for p in a.params],
-            "columns": [{"name": c.name, "doc": c.doc} for c in a.columns],
-        } for a in items], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": a.name,
+                        "summary": a.summary,
+                        "requires": [f.value for f in a.requires],
+                        "params": [
+                            {
+                                "name": p.name,
+                                "type": p.type,
+                                "required": p.required,
+                                "default": p.default,
+                                "doc": p.doc,
+                                "choices": list(p.choices),
+                            }
+                            for p in a.params
+                        ],
+                        "columns": [{"name": c.name, "doc": c.doc} for c in a.columns],
+                    }
+                    for a in items
+                ],
+                indent=2,
+            )
+        )
         return 0
-    rows = [[a.name, a.summary, ", ".join(p.name + ("" if p.required else f"={p.default}") for p in a.params if p.name != "trace")]
-            for a in items]
+    rows = [
+        [
+            a.name,
+            a.summary,
+            ", ".join(p.name + ("" if p.required else f"={p.default}") for p in a.params if p.name != "trace"),
+        ]
+        for a in items
+    ]
     print(render(["name", "summary", "params"], rows, args.format, terminal_width()))
     return 0
 
@@ -205,10 +238,14 @@ def cmd_whatif(args) -> int:
         print(json.dumps(result, indent=2))
         return 0
     speedup = f"{result['speedup']:.4g}x" if result["speedup"] is not None else "n/a"
-    print(f"trace {result['trace']}: {result['matched_ops']:,} ops matching {' or '.join(result['match'])} "
-          f"scaled by {result['factor']:g}")
-    print(f"critical path {result['critical_path_us']:,.1f} us (baseline {result['baseline_us']:,.1f} us, "
-          f"speedup {speedup}), {len(result['path'])} ops:")
+    print(
+        f"trace {result['trace']}: {result['matched_ops']:,} ops matching {' or '.join(result['match'])} "
+        f"scaled by {result['factor']:g}"
+    )
+    print(
+        f"critical path {result['critical_path_us']:,.1f} us (baseline {result['baseline_us']:,.1f} us, "
+        f"speedup {speedup}), {len(result['path'])} ops:"
+    )
     cols = ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
     print(render(cols, [[p[c] for c in cols] for p in result["path"]], "table", terminal_width()))
     return 0
@@ -242,7 +279,9 @@ def cmd_demo(args) -> int:
                 continue
             nodes = sum(report.counts["nodes"].values()) + 1
             rels = sum(report.counts["relationships"].values())
-            print(f"== ingested {name} from {', '.join(p.name for p in paths)}: {nodes:,} nodes, {rels:,} relationships")
+            print(
+                f"== ingested {name} from {', '.join(p.name for p in paths)}: {nodes:,} nodes, {rels:,} relationships"
+            )
         for analysis, params in HEADLINE:
             print(f"\n== {analysis} --trace alexnet")
             res = run_analysis(graph, analysis, "alexnet", params)
@@ -270,22 +309,30 @@ def _parser() -> argparse.ArgumentParser:
     from tracegraph.ingest import formats
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="neo4j://host:7687, bolt://..., falkordb://host:port; default: $TRACEGRAPH_DB, else the embedded FalkorDB")
+    common.add_argument(
+        "--db",
+        help="neo4j://host:7687, bolt://..., falkordb://host:port; default: $TRACEGRAPH_DB, else the embedded FalkorDB",
+    )
     common.add_argument("--debug", action="store_true", help="show tracebacks")
     fmt = argparse.ArgumentParser(add_help=False)
     fmt.add_argument("--format", choices=["table", "json", "csv"], default="table")
     params = argparse.ArgumentParser(add_help=False)
     params.add_argument("--param", action="append", metavar="KEY=VALUE", default=[])
 
-    p = argparse.ArgumentParser(prog="tracegraph", description="Deep-learning execution traces as a queryable graph.",
-                                parents=[common])
+    p = argparse.ArgumentParser(
+        prog="tracegraph", description="Deep-learning execution traces as a queryable graph.", parents=[common]
+    )
     p.add_argument("--version", action="version", version=f"tracegraph {tracegraph.__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
 
-    s = sub.add_parser("ingest", parents=[common], help="load trace file(s) as one trace",
-                       description="Load trace files as one trace. A directory stands for the files in it "
-                                   "(sorted by name; hidden files and subdirectories skipped), which must "
-                                   "form one trace as files given one by one would.")
+    s = sub.add_parser(
+        "ingest",
+        parents=[common],
+        help="load trace file(s) as one trace",
+        description="Load trace files as one trace. A directory stands for the files in it "
+        "(sorted by name; hidden files and subdirectories skipped), which must "
+        "form one trace as files given one by one would.",
+    )
     s.add_argument("paths", nargs="+", metavar="PATH", help="a trace file, or a directory of them")
     s.add_argument("--trace", help="trace name (default: the first file's name)")
     s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
@@ -308,11 +355,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", required=True)
     s.set_defaults(func=cmd_query)
 
-    s = sub.add_parser("cypher", parents=[common, fmt, params], help="run ad-hoc Cypher (read-only unless --write)",
-                       description="Run one Cypher statement. --trace T binds $trace to T and, on FalkorDB "
-                                   "(where every trace is a graph of its own), runs it on T's graph; without "
-                                   "--trace it sees the Trace and OpTotals nodes of every trace (on Neo4j: "
-                                   "everything).")
+    s = sub.add_parser(
+        "cypher",
+        parents=[common, fmt, params],
+        help="run ad-hoc Cypher (read-only unless --write)",
+        description="Run one Cypher statement. --trace T binds $trace to T and, on FalkorDB "
+        "(where every trace is a graph of its own), runs it on T's graph; without "
+        "--trace it sees the Trace and OpTotals nodes of every trace (on Neo4j: "
+        "everything).",
+    )
     s.add_argument("query")
     s.add_argument("--trace", help="the trace the query reads (bound as $trace)")
     s.add_argument("--write", action="store_true")
@@ -320,20 +371,33 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("whatif", parents=[common], help="scale matched ops' weights and recompute the critical path")
     s.add_argument("--trace", required=True)
-    s.add_argument("--match", action="append", required=True, metavar="type=REGEX|name=REGEX",
-                   help="ops to scale: type=REGEX (whole type) or name=REGEX (anywhere in the name); repeatable, any matches")
+    s.add_argument(
+        "--match",
+        action="append",
+        required=True,
+        metavar="type=REGEX|name=REGEX",
+        help="ops to scale: type=REGEX (whole type) or name=REGEX (anywhere in the name); repeatable, any matches",
+    )
     s.add_argument("--factor", type=float, required=True, help="multiply the matched ops' weights by this (>= 0)")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(func=cmd_whatif)
 
-    s = sub.add_parser("demo", parents=[common], help="ingest the bundled sample traces and print the headline analyses")
+    s = sub.add_parser(
+        "demo", parents=[common], help="ingest the bundled sample traces and print the headline analyses"
+    )
     s.set_defaults(func=cmd_demo)
 
-    s = sub.add_parser("serve", parents=[common], help="run the HTTP API (127.0.0.1:8000 unless told otherwise)",
-                       description="Serve the HTTP API. It binds 127.0.0.1 (this machine only) unless --host says "
-                                   "otherwise; set TRACEGRAPH_API_KEY before exposing it (clients then send "
-                                   "Authorization: Bearer <key>). Docs at http://HOST:PORT/docs.")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all interfaces)")
+    s = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="run the HTTP API (127.0.0.1:8000 unless told otherwise)",
+        description="Serve the HTTP API. It binds 127.0.0.1 (this machine only) unless --host says "
+        "otherwise; set TRACEGRAPH_API_KEY before exposing it (clients then send "
+        "Authorization: Bearer <key>). Docs at http://HOST:PORT/docs.",
+    )
+    s.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all interfaces)"
+    )
     s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=cmd_serve)

@@ -99,8 +99,17 @@ def dag_passes(dag: Dag, weight: Any) -> Passes:
     slack = np.where(np.abs(lf - ef) < EPS, 0.0, lf - ef)
     steps = _path_steps(ef, pred, order, dag.rank)
     path = sorted((i for i, s in enumerate(steps) if s is not None), key=lambda i: steps[i])
-    return Passes(es=ef - weight, ef=ef, ls=lf - weight, lf=lf, slack=slack, pred=pred, path=path,
-                  steps=steps, length=float(length))
+    return Passes(
+        es=ef - weight,
+        ef=ef,
+        ls=lf - weight,
+        lf=lf,
+        slack=slack,
+        pred=pred,
+        path=path,
+        steps=steps,
+        length=float(length),
+    )
 
 
 def _rank_of(seqs, uids) -> list[tuple]:
@@ -138,7 +147,7 @@ def _cycle(preds, rank, executed, done: set) -> list[int]:
         seen[at] = len(walk)
         walk.append(at)
         at = min((p for p in preds[at] if executed[p] and p not in done), key=lambda p: rank[p])
-    loop = walk[seen[at]:][::-1]  # walked against the edges: reverse
+    loop = walk[seen[at] :][::-1]  # walked against the edges: reverse
     first = min(range(len(loop)), key=lambda k: rank[loop[k]])
     loop = loop[first:] + loop[:first]
     return loop + loop[:1]

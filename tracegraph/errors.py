@@ -87,7 +87,7 @@ class DependencyCycle(UserError):
         labels = labels or {}
         shown = [labels.get(u, u.removeprefix("op:")) for u in self.cycle]
         if len(shown) > 9:
-            shown = shown[:4] + ["..."] + shown[-4:]
+            shown = [*shown[:4], "...", *shown[-4:]]
         super().__init__(f"dependency cycle of {len(self.cycle) - 1} ops: {' -> '.join(shown)}")
 
 

@@ -42,8 +42,7 @@ def table(columns: list[str], rows: list[list[Any]], width: int | None = None) -
     cut in the middle (``gradients/co…Conv2DBackpropFilter``), where names
     differ least usefully."""
     cells = [[_cell(v) for v in r] for r in rows]
-    numeric = [all(_numeric(r[i]) or not r[i] for r in cells) and any(r[i] for r in cells)
-               for i in range(len(columns))]
+    numeric = [all(_numeric(r[i]) or not r[i] for r in cells) and any(r[i] for r in cells) for i in range(len(columns))]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     widths = [w if numeric[i] else min(w, CELL_MAX) for i, w in enumerate(widths)]
     if width:
@@ -59,8 +58,11 @@ def table(columns: list[str], rows: list[list[Any]], width: int | None = None) -
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()
     out = [line, "  ".join("-" * w for w in widths)]
     for r in cells:
-        out.append("  ".join(v.rjust(w) if numeric[i] else _middle(v, w).ljust(w)
-                             for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+        out.append(
+            "  ".join(
+                v.rjust(w) if numeric[i] else _middle(v, w).ljust(w) for i, (v, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
     return "\n".join(out)
 
 
@@ -69,7 +71,7 @@ def _middle(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     keep = width - 1
-    return text[: (keep + 1) // 2] + "\u2026" + text[len(text) - keep // 2:] if keep > 0 else text[:width]
+    return text[: (keep + 1) // 2] + "\u2026" + text[len(text) - keep // 2 :] if keep > 0 else text[:width]
 
 
 def _cell(v: Any) -> str:

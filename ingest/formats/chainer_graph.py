@@ -71,8 +71,15 @@ from pathlib import Path
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
-    DEVICE_COLUMNS, OP_COLUMNS, TENSOR_COLUMNS, TraceFrames, frame,
+    ALLOCATION_COLUMNS,
+    ALLOCATOR_COLUMNS,
+    CONSUME_COLUMNS,
+    DEP_COLUMNS,
+    DEVICE_COLUMNS,
+    OP_COLUMNS,
+    TENSOR_COLUMNS,
+    TraceFrames,
+    frame,
 )
 from tracegraph.ingest.source import head_lines
 from tracegraph.ingest.source import lines as source_lines
@@ -96,6 +103,7 @@ class Block:
 @dataclass
 class Apply:
     """One function application as written in the file."""
+
     index: int
     line: int
     phase: str
@@ -117,7 +125,7 @@ def sniff(head: bytes) -> bool:
     n_blocks = int(header[0])
     if n_blocks == 0:
         return lines[1] in ("forward", "backward")
-    for line in lines[1:1 + min(n_blocks, 32)]:
+    for line in lines[1 : 1 + min(n_blocks, 32)]:
         fields = line.split(None, 2)
         if len(fields) != 3 or not (_INT.fullmatch(fields[0]) and _INT.fullmatch(fields[1])):
             return False
@@ -132,6 +140,7 @@ def parse(path: Path) -> TraceFrames:
 
 
 # --- reading -----------------------------------------------------------------
+
 
 def _read_lines(path: Path) -> list[str]:
     """The file's lines, streamed with the line limit and UTF-8 checks of
@@ -232,6 +241,7 @@ def _known(cur: _Cursor, blocks: dict[int, Block], bid: int, line: int) -> None:
 
 # --- building frames -----------------------------------------------------------
 
+
 def _uid(bid: int, grad: bool) -> str:
     return f"t:{bid}:grad" if grad else f"t:{bid}"
 
@@ -260,17 +270,29 @@ def _frames(path: Path, blocks: dict[int, Block], applies: list[Apply]) -> Trace
     seq = {a.index: s for s, a in enumerate(order)}
     tensors, producer, readers, consumes = _link(path, blocks, order)
     deps = _deps(path, producer, readers, seq)
-    ops = [{
-        "uid": f"op:{a.index}", "name": f"{a.function}#{a.index}", "type": a.function,
-        "device": DEVICE, "seq": seq[a.index], "start_us": float(seq[a.index]),
-        "end_us": float(seq[a.index] + 1), "dur_us": None, "phase": a.phase,
-        "executed": True, "attrs": json.dumps(a.attrs),
-    } for a in order]
+    ops = [
+        {
+            "uid": f"op:{a.index}",
+            "name": f"{a.function}#{a.index}",
+            "type": a.function,
+            "device": DEVICE,
+            "seq": seq[a.index],
+            "start_us": float(seq[a.index]),
+            "end_us": float(seq[a.index] + 1),
+            "dur_us": None,
+            "phase": a.phase,
+            "executed": True,
+            "attrs": json.dumps(a.attrs),
+        }
+        for a in order
+    ]
     allocations = [_allocation(t, blocks, producer, readers, seq, len(order)) for t in tensors.values()]
     for t in tensors.values():
         del t["_block"]
     frames = TraceFrames(
-        framework="chainer", sources=[str(path)], time_unit="step",
+        framework="chainer",
+        sources=[str(path)],
+        time_unit="step",
         ops=frame(ops, OP_COLUMNS),
         tensors=frame(list(tensors.values()), TENSOR_COLUMNS),
         consumes=frame(consumes, CONSUME_COLUMNS),
@@ -287,8 +309,9 @@ def _frames(path: Path, blocks: dict[int, Block], applies: list[Apply]) -> Trace
 _Readers = dict[str, list[tuple[Apply, int]]]  # tensor uid -> (reader, line of the input)
 
 
-def _link(path: Path, blocks: dict[int, Block], order: list[Apply]
-          ) -> tuple[dict[str, dict], dict[str, Apply], _Readers, list[dict]]:
+def _link(
+    path: Path, blocks: dict[int, Block], order: list[Apply]
+) -> tuple[dict[str, dict], dict[str, Apply], _Readers, list[dict]]:
     """Tensor rows (blocks, then gradients as met), producers, readers and Consumes."""
     tensors = {_uid(b.id, False): _tensor(b, False) for b in sorted(blocks.values(), key=lambda b: b.id)}
     producer: dict[str, Apply] = {}
@@ -305,8 +328,11 @@ def _link(path: Path, blocks: dict[int, Block], order: list[Apply]
         for pos, (bid, no) in enumerate(a.outputs):
             uid = tensor_of(bid, a.phase == "backward")
             if uid in producer:
-                raise InputError(path, f"block {bid} is produced twice (also by the function at "
-                                 f"line {producer[uid].line})", f"line {no}")
+                raise InputError(
+                    path,
+                    f"block {bid} is produced twice (also by the function at line {producer[uid].line})",
+                    f"line {no}",
+                )
             producer[uid] = a
             tensors[uid].update(producer=f"op:{a.index}", output_index=pos)
         for pos, (bid, role, no) in enumerate(a.inputs):
@@ -326,25 +352,34 @@ def _deps(path: Path, producer: dict[str, Apply], readers: _Readers, seq: dict[i
         for r, no in rs:
             if seq[p.index] >= seq[r.index]:
                 what = f"the gradient of block {uid.split(':')[1]}" if uid.endswith(":grad") else f"block {uid[2:]}"
-                raise InputError(path, f"{what} is read before the function at "
-                                 f"line {p.line} produces it (ranks are not a topological order)",
-                                 f"line {no}")
-            deps.setdefault((p.index, r.index), {"src": f"op:{p.index}", "dst": f"op:{r.index}",
-                                                 "kind": "data"})
+                raise InputError(
+                    path,
+                    f"{what} is read before the function at "
+                    f"line {p.line} produces it (ranks are not a topological order)",
+                    f"line {no}",
+                )
+            deps.setdefault((p.index, r.index), {"src": f"op:{p.index}", "dst": f"op:{r.index}", "kind": "data"})
     return list(deps.values())
 
 
 def _tensor(b: Block, is_grad: bool) -> dict:
     name = _block_name(b)
     return {
-        "uid": _uid(b.id, is_grad), "name": f"grad({name})" if is_grad else name,
-        "dtype": None, "shape": None, "bytes": b.bytes, "producer": None, "output_index": None,
-        "param": b.name if _is_param(b) and not is_grad else None, "_block": (b.id, is_grad),
+        "uid": _uid(b.id, is_grad),
+        "name": f"grad({name})" if is_grad else name,
+        "dtype": None,
+        "shape": None,
+        "bytes": b.bytes,
+        "producer": None,
+        "output_index": None,
+        "param": b.name if _is_param(b) and not is_grad else None,
+        "_block": (b.id, is_grad),
     }
 
 
-def _allocation(t: dict, blocks: dict[int, Block], producer: dict[str, Apply],
-                readers: _Readers, seq: dict[int, int], n_ops: int) -> dict:
+def _allocation(
+    t: dict, blocks: dict[int, Block], producer: dict[str, Apply], readers: _Readers, seq: dict[int, int], n_ops: int
+) -> dict:
     bid, is_grad = t["_block"]
     param = _is_param(blocks[bid])
     p = producer.get(t["uid"])
@@ -360,7 +395,14 @@ def _allocation(t: dict, blocks: dict[int, Block], producer: dict[str, Apply],
     else:
         kind = "output" if p else "input"
     return {
-        "uid": f"a:{t['uid']}", "allocator": ALLOCATOR, "bytes": t["bytes"],
-        "requested_bytes": None, "alloc_us": float(start), "free_us": float(end),
-        "address": None, "kind": kind, "op": t["producer"], "tensor": t["uid"],
+        "uid": f"a:{t['uid']}",
+        "allocator": ALLOCATOR,
+        "bytes": t["bytes"],
+        "requested_bytes": None,
+        "alloc_us": float(start),
+        "free_us": float(end),
+        "address": None,
+        "kind": kind,
+        "op": t["producer"],
+        "tensor": t["uid"],
     }

@@ -20,7 +20,9 @@ from tracegraph.ingest.frames import TraceFrames
 
 _COMMUNICATION = re.compile(
     r"nccl|c10d::|record_param_comms|allreduce|all_reduce|all_gather|allgather|reduce_scatter|alltoall|"
-    r"broadcast_|ProcessGroup", re.IGNORECASE)
+    r"broadcast_|ProcessGroup",
+    re.IGNORECASE,
+)
 _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#|^Optimizer\.")
 _BACKWARD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|Backward\d*\b")
 

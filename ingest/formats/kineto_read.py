@@ -98,8 +98,9 @@ class _Tail(io.RawIOBase):
         if data:
             self.total += len(data)
             if self.total > MAX_JSON_BYTES:
-                raise TooLarge(self.path, f"more than the {FORMAT} size limit of {human(MAX_JSON_BYTES)} of JSON "
-                                          "(decompressed)")
+                raise TooLarge(
+                    self.path, f"more than the {FORMAT} size limit of {human(MAX_JSON_BYTES)} of JSON (decompressed)"
+                )
             self.chunks.append(data)
             self.kept += len(data)
             while self.kept - len(self.chunks[0]) >= _TAIL_BYTES:
@@ -108,12 +109,13 @@ class _Tail(io.RawIOBase):
 
     def readinto(self, b) -> int:  # pragma: no cover - ijson uses read()
         data = self.read(len(b))
-        b[:len(data)] = data
+        b[: len(data)] = data
         return len(data)
 
 
 def _errors(path: Path):
     """Map the low-level failures of gzip and ijson to one-line InputErrors."""
+
     def wrap(exc: BaseException) -> InputError:
         if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
             return InputError(path, f"not a valid gzip file: {_first_line(exc)}")
@@ -127,6 +129,7 @@ def _errors(path: Path):
         if isinstance(exc, UnicodeDecodeError):
             return InputError(path, "not UTF-8 text")
         return InputError(path, f"cannot read: {_first_line(exc)}")
+
     return wrap
 
 
@@ -147,7 +150,7 @@ def read_header(path: Path) -> dict:
         with open_text(path) as f:
             for prefix, event, value in ijson.parse(f, use_float=False):
                 if not tokens and event != "start_map":
-                    raise InputError(path, "not a JSON object (a trace is {\"traceEvents\": [...], ...})")
+                    raise InputError(path, 'not a JSON object (a trace is {"traceEvents": [...], ...})')
                 if prefix == "" and event == "map_key" and value == "traceEvents":
                     found = True
                     break
@@ -169,8 +172,7 @@ def stream_events(path: Path, trailer: dict) -> Iterator[dict]:
     try:
         with open_text(path) as f:
             tail = _Tail(f, path)
-            for ev in ijson.items(tail, "traceEvents.item", use_float=False):
-                yield ev
+            yield from ijson.items(tail, "traceEvents.item", use_float=False)
             # Drain the rest so that the tail covers the end of the file and
             # a truncated end is detected.
             while tail.read(1 << 16):
@@ -254,7 +256,7 @@ def ns(value) -> int:
     if isinstance(value, Decimal):
         return int((value * _THOUSAND).to_integral_value(ROUND_HALF_EVEN))
     if isinstance(value, float):
-        return int(round(Decimal(repr(value)) * _THOUSAND))
+        return round(Decimal(repr(value)) * _THOUSAND)
     if isinstance(value, str):
         try:
             return ns(Decimal(value))

@@ -65,9 +65,17 @@ from typing import Any
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
-    DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
-    TraceFrames, frame,
+    ALLOCATION_COLUMNS,
+    ALLOCATOR_COLUMNS,
+    CONSUME_COLUMNS,
+    DEP_COLUMNS,
+    DEVICE_COLUMNS,
+    KERNEL_COLUMNS,
+    OP_COLUMNS,
+    STREAM_COLUMNS,
+    TENSOR_COLUMNS,
+    TraceFrames,
+    frame,
 )
 from tracegraph.ingest.source import read_text
 
@@ -103,6 +111,7 @@ def parse(path: Path) -> TraceFrames:
 
 
 # --- validated access -----------------------------------------------------------
+
 
 class _DuplicateKey(Exception):
     pass
@@ -189,8 +198,7 @@ def _seconds(path: Path, value: Any, where: str) -> float:
 def _shape(path: Path, value: Any, where: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                               for d in value):
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value):
         raise InputError(path, "expected a shape (list of sizes)", where)
     return "x".join(str(d) for d in value) if value else "scalar"
 
@@ -209,6 +217,7 @@ def _comp_seq(path: Path, g: dict, ops: dict) -> dict[str, int]:
 
 
 # --- building ----------------------------------------------------------------------
+
 
 class _Build:
     """Accumulates rows; one method per part of the file, in dependency order."""
@@ -240,8 +249,13 @@ class _Build:
                 if not isinstance(per_node, dict):
                     raise InputError(self.path, "expected an object", where)
                 out[oid] = {node: self._record(rec, _item(where, node)) for node, rec in per_node.items()}
-        values = [t for recs in (self.host, self.device) for per in recs.values()
-                  for rec in per.values() for t in rec.values()]
+        values = [
+            t
+            for recs in (self.host, self.device)
+            for per in recs.values()
+            for rec in per.values()
+            for t in rec.values()
+        ]
         if values:
             self.origin = min(values)
         else:
@@ -271,8 +285,9 @@ class _Build:
             self._op(oid, raw, fp, where)
         for oid in footprints:
             if oid not in self.raw_ops:
-                raise InputError(self.path, f"footprint of unknown operator {oid!r}",
-                                 _item("profiler.opr_footprint", oid))
+                raise InputError(
+                    self.path, f"footprint of unknown operator {oid!r}", _item("profiler.opr_footprint", oid)
+                )
 
     def _link(self, oid: str, raw: dict, where: str) -> None:
         """Outputs make the op a var's producer, inputs make it a reader."""
@@ -284,8 +299,9 @@ class _Build:
                     raise InputError(self.path, f"unknown var {vid!r}", at)
                 if key == "output":
                     if vid in self.producer:
-                        raise InputError(self.path, f"var {vid!r} is also output of operator "
-                                         f"{self.producer[vid]!r}", at)
+                        raise InputError(
+                            self.path, f"var {vid!r} is also output of operator {self.producer[vid]!r}", at
+                        )
                     self.producer[vid] = oid
                     self.tensors.setdefault(vid, {})["output_index"] = i
                 else:
@@ -316,20 +332,34 @@ class _Build:
         for node in device:
             self.comp_nodes.setdefault(node)
         self.ops[oid] = {
-            "uid": uid, "name": _get(self.path, raw, "name", str, where, oid),
+            "uid": uid,
+            "name": _get(self.path, raw, "name", str, where, oid),
             "type": _get(self.path, raw, "type", str, where),
             "device": f"dev:{next(iter(device))}" if device else None,
-            "seq": self.seq.get(oid), "start_us": start_us, "end_us": end_us,
-            "dur_us": None if start_us is None else end_us - start_us, "phase": None,
-            "executed": executed, "attrs": json.dumps(attrs),
+            "seq": self.seq.get(oid),
+            "start_us": start_us,
+            "end_us": end_us,
+            "dur_us": None if start_us is None else end_us - start_us,
+            "phase": None,
+            "executed": executed,
+            "attrs": json.dumps(attrs),
         }
         for node, r in device.items():
             s, e = self._us(r["start"]), self._us(r["end"])
-            self.kernels.append({
-                "uid": f"k:{oid}:{node}", "op": uid, "stream": f"s:{node}",
-                "name": self.ops[oid]["name"], "start_us": s, "end_us": e, "dur_us": e - s,
-                "kind": "compute", "bytes": None, "direction": None,
-            })
+            self.kernels.append(
+                {
+                    "uid": f"k:{oid}:{node}",
+                    "op": uid,
+                    "stream": f"s:{node}",
+                    "name": self.ops[oid]["name"],
+                    "start_us": s,
+                    "end_us": e,
+                    "dur_us": e - s,
+                    "kind": "compute",
+                    "bytes": None,
+                    "direction": None,
+                }
+            )
 
     @staticmethod
     def _footprint(fp: dict) -> dict:
@@ -357,22 +387,34 @@ class _Build:
                 shape = self._footprint_shape(vid)
             producer = self.producer.get(vid)
             t = self.tensors.setdefault(vid, {})
-            t.update({
-                "uid": f"t:{vid}", "name": _get(self.path, raw, "name", str, where, vid),
-                "dtype": dtype, "shape": shape, "bytes": None,
-                "producer": None if producer is None else f"op:{producer}", "param": None,
-                "node": node, "chunk": chunk, "where": where,
-            })
+            t.update(
+                {
+                    "uid": f"t:{vid}",
+                    "name": _get(self.path, raw, "name", str, where, vid),
+                    "dtype": dtype,
+                    "shape": shape,
+                    "bytes": None,
+                    "producer": None if producer is None else f"op:{producer}",
+                    "param": None,
+                    "node": node,
+                    "chunk": chunk,
+                    "where": where,
+                }
+            )
             t.setdefault("output_index", None)
             lo, hi = _count(self.path, raw, "prev_dev_ptr", where), _count(self.path, raw, "prev_dev_ptr_end", where)
             if lo and hi is not None:
                 if hi < lo:
-                    raise InputError(self.path, "dynamic range ends before it starts",
-                                     _field(where, "prev_dev_ptr_end"))
+                    raise InputError(
+                        self.path, "dynamic range ends before it starts", _field(where, "prev_dev_ptr_end")
+                    )
                 t["dynamic"] = (lo, hi - lo)
                 t["bytes"] = hi - lo
-            t["fwd"] = _id(self.path, raw["mem_readonly_fwd_src"], _field(where, "mem_readonly_fwd_src")) \
-                if raw.get("mem_readonly_fwd_src") is not None else None
+            t["fwd"] = (
+                _id(self.path, raw["mem_readonly_fwd_src"], _field(where, "mem_readonly_fwd_src"))
+                if raw.get("mem_readonly_fwd_src") is not None
+                else None
+            )
             if t["fwd"] is not None and t["fwd"] not in self.raw_vars:
                 raise InputError(self.path, f"unknown var {t['fwd']!r}", _field(where, "mem_readonly_fwd_src"))
             t["flags"] = _get(self.path, raw, "flag", list, where, [])
@@ -400,8 +442,11 @@ class _Build:
         for vid, t in self.tensors.items():
             if t["chunk"] is not None:
                 if t["chunk"] not in chunks:
-                    raise InputError(self.path, f"unknown mem chunk {t['chunk']!r}",
-                                     _field(_field(t["where"], "mem_plan"), "mem_chunk_id"))
+                    raise InputError(
+                        self.path,
+                        f"unknown mem chunk {t['chunk']!r}",
+                        _field(_field(t["where"], "mem_plan"), "mem_chunk_id"),
+                    )
                 residents.setdefault(t["chunk"], []).append(vid)
         for vid, t in self.tensors.items():
             if t["chunk"] is None and t["fwd"] is None and "dynamic" in t:
@@ -424,8 +469,9 @@ class _Build:
         while self.tensors[vid]["fwd"] is not None:
             vid = self.tensors[vid]["fwd"]
             if vid in seen:
-                raise InputError(self.path, "read-only forwarding loop",
-                                 _field(self.tensors[vid]["where"], "mem_readonly_fwd_src"))
+                raise InputError(
+                    self.path, "read-only forwarding loop", _field(self.tensors[vid]["where"], "mem_readonly_fwd_src")
+                )
             seen.add(vid)
         return vid
 
@@ -450,8 +496,14 @@ class _Build:
             if self.tensors[vid]["chunk"] is not None:
                 self.tensors[vid]["bytes"] = size
         persistent = "PERSISTENT_DEVICE_VALUE" in t["flags"]
-        self._allocation(f"a:{cid}", owner, size, _count(self.path, raw, "dev_ptr", where),
-                         "persistent" if persistent else "output", vids or [owner])
+        self._allocation(
+            f"a:{cid}",
+            owner,
+            size,
+            _count(self.path, raw, "dev_ptr", where),
+            "persistent" if persistent else "output",
+            vids or [owner],
+        )
 
     def _dynamic(self, vid: str, vids: list[str]) -> None:
         t = self.tensors[vid]
@@ -459,22 +511,30 @@ class _Build:
         kind = "temp" if "VOLATILE_CONTENT" in t["flags"] else "output"
         self._allocation(f"a:dyn:{vid}", vid, size, address, kind, vids)
 
-    def _allocation(self, uid: str, vid: str, size: int, address: int | None, kind: str,
-                    vids: list[str]) -> None:
+    def _allocation(self, uid: str, vid: str, size: int, address: int | None, kind: str, vids: list[str]) -> None:
         users: set[str] = set()
         for v in vids:
             users.update(self.readers.get(v, []))
             if v in self.producer:
                 users.add(self.producer[v])
-        touched = sorted((o for o in users if o in self.seq and self.ops[o]["start_us"] is not None),
-                         key=self.seq.__getitem__)
+        touched = sorted(
+            (o for o in users if o in self.seq and self.ops[o]["start_us"] is not None), key=self.seq.__getitem__
+        )
         t = self.tensors[vid]
-        self.allocations.append({
-            "uid": uid, "allocator": f"mem:{t['node']}", "bytes": size, "requested_bytes": None,
-            "alloc_us": self.ops[touched[0]]["start_us"] if touched else None,
-            "free_us": self.ops[touched[-1]]["end_us"] if touched else None,
-            "address": address, "kind": kind, "op": t["producer"], "tensor": t["uid"],
-        })
+        self.allocations.append(
+            {
+                "uid": uid,
+                "allocator": f"mem:{t['node']}",
+                "bytes": size,
+                "requested_bytes": None,
+                "alloc_us": self.ops[touched[0]]["start_us"] if touched else None,
+                "free_us": self.ops[touched[-1]]["end_us"] if touched else None,
+                "address": address,
+                "kind": kind,
+                "op": t["producer"],
+                "tensor": t["uid"],
+            }
+        )
 
     def frames(self) -> TraceFrames:
         for vid, t in self.tensors.items():
@@ -490,19 +550,20 @@ class _Build:
         streams = sorted({k["stream"][2:] for k in self.kernels})
         tensors = [{c: t[c] for c in TENSOR_COLUMNS} for t in self.tensors.values()]
         return TraceFrames(
-            framework="megengine", sources=[str(self.path)], time_unit=self.unit,
+            framework="megengine",
+            sources=[str(self.path)],
+            time_unit=self.unit,
             ops=frame(list(self.ops.values()), OP_COLUMNS),
             kernels=frame(self.kernels, KERNEL_COLUMNS),
             tensors=frame(tensors, TENSOR_COLUMNS),
             consumes=frame(self.consumes, CONSUME_COLUMNS),
             deps=frame(list(self.deps.values()), DEP_COLUMNS),
             allocations=frame(self.allocations, ALLOCATION_COLUMNS),
-            devices=frame([{"uid": f"dev:{n}", "name": n, "kind": _device_kind(n)} for n in nodes],
-                          DEVICE_COLUMNS),
-            streams=frame([{"uid": f"s:{n}", "device": f"dev:{n}", "name": n, "kind": "compute"}
-                           for n in streams], STREAM_COLUMNS),
-            allocators=frame([{"uid": f"mem:{n}", "name": n, "device": f"dev:{n}"} for n in nodes],
-                             ALLOCATOR_COLUMNS),
+            devices=frame([{"uid": f"dev:{n}", "name": n, "kind": _device_kind(n)} for n in nodes], DEVICE_COLUMNS),
+            streams=frame(
+                [{"uid": f"s:{n}", "device": f"dev:{n}", "name": n, "kind": "compute"} for n in streams], STREAM_COLUMNS
+            ),
+            allocators=frame([{"uid": f"mem:{n}", "name": n, "device": f"dev:{n}"} for n in nodes], ALLOCATOR_COLUMNS),
             meta={"operators": len(self.ops), "executed": len(self.seq)},
         )
 

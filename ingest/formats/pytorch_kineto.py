@@ -102,25 +102,51 @@ from tracegraph.errors import InputError
 from tracegraph.ingest.formats import kineto_read
 from tracegraph.ingest.formats.kineto_phase import assign_phases
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS,
-    SYNC_COLUMNS, TraceFrames, frame,
+    ALLOCATION_COLUMNS,
+    ALLOCATOR_COLUMNS,
+    DEVICE_COLUMNS,
+    KERNEL_COLUMNS,
+    OP_COLUMNS,
+    STREAM_COLUMNS,
+    SYNC_COLUMNS,
+    TraceFrames,
+    frame,
 )
 
 NAME = "pytorch-kineto"
 
 _HOST_CATS = {
-    "cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "user_annotation",
-    "python_function": "python_function", "cuda_runtime": "cuda_runtime", "runtime": "cuda_runtime",
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "python_function": "python_function",
+    "cuda_runtime": "cuda_runtime",
+    "runtime": "cuda_runtime",
     "cuda_driver": "cuda_driver",
 }
-_DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
-                "memset": "memset"}
+_DEVICE_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
 _COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel")
 _COPY_DIRECTION = re.compile(r"Memcpy\s+(\w+)")
 # Args kept in an op's attrs (the rest, e.g. strides and concrete inputs, is bulk).
-_KEPT_ARGS = ("External id", "Sequence number", "Fwd thread id", "Input Dims", "Input type", "correlation",
-              "Record function id", "stream", "device", "kernel_backend")
+_KEPT_ARGS = (
+    "External id",
+    "Sequence number",
+    "Fwd thread id",
+    "Input Dims",
+    "Input type",
+    "correlation",
+    "Record function id",
+    "stream",
+    "device",
+    "kernel_backend",
+)
 
 
 def sniff(head: bytes) -> bool:
@@ -131,7 +157,8 @@ def sniff(head: bytes) -> bool:
     if b'"traceEvents"' in text:
         return True
     return b'"schemaVersion"' in text and any(
-        k in text for k in (b'"deviceProperties"', b'"distributedInfo"', b'"baseTimeNanoseconds"'))
+        k in text for k in (b'"deviceProperties"', b'"distributedInfo"', b'"baseTimeNanoseconds"')
+    )
 
 
 def parse(path: Path) -> TraceFrames:
@@ -162,12 +189,12 @@ class _Rank:
     path: Path
     rank: int
     header: dict
-    ops: list = field(default_factory=list)        # [index, name, cat, pid, tid, start, end, args]
-    kernels: list = field(default_factory=list)    # [index, name, kind, device, stream, start, end, corr, args]
-    syncs: list = field(default_factory=list)      # [index, kind, device, stream, start, end, args]
-    memory: list = field(default_factory=list)     # [index, pid, tid, t, args]
+    ops: list = field(default_factory=list)  # [index, name, cat, pid, tid, start, end, args]
+    kernels: list = field(default_factory=list)  # [index, name, kind, device, stream, start, end, corr, args]
+    syncs: list = field(default_factory=list)  # [index, kind, device, stream, start, end, args]
+    memory: list = field(default_factory=list)  # [index, pid, tid, t, args]
     flows_start: dict = field(default_factory=dict)  # ac2g id -> (pid, tid, ts)
-    flows_end: dict = field(default_factory=dict)    # (pid, tid, ts) -> ac2g id
+    flows_end: dict = field(default_factory=dict)  # (pid, tid, ts) -> ac2g id
 
 
 def _read_rank(path: Path, order: int) -> _Rank:
@@ -236,8 +263,17 @@ def _take(r: _Rank, i: int, ev) -> None:
             stream = args.get("stream", ev.get("tid"))
             r.kernels.append([i, name, kind, device, stream, start, start + dur, args.get("correlation"), args])
         else:
-            r.syncs.append([i, str(args.get("cuda_sync_kind", name)), args.get("device", ev.get("pid")),
-                            args.get("stream"), start, start + dur, args])
+            r.syncs.append(
+                [
+                    i,
+                    str(args.get("cuda_sync_kind", name)),
+                    args.get("device", ev.get("pid")),
+                    args.get("stream"),
+                    start,
+                    start + dur,
+                    args,
+                ]
+            )
     elif ph == "i" or ph == "I":
         if ev.get("name") != "[memory]":
             return
@@ -292,8 +328,11 @@ class _Assemble:
     def frames(self) -> TraceFrames:
         for r in self.ranks:
             self._rank(r)
-        origin = min(t for times in (self.op_times, self.kernel_times) for t, _ in times) if (
-            self.op_times or self.kernel_times) else 0
+        origin = (
+            min(t for times in (self.op_times, self.kernel_times) for t, _ in times)
+            if (self.op_times or self.kernel_times)
+            else 0
+        )
         if self.alloc_times:
             origin = min(origin, min(t for t, _ in self.alloc_times))
         ops = frame(self.ops, OP_COLUMNS)
@@ -309,12 +348,19 @@ class _Assemble:
         seq = np.empty(len(ops), dtype=np.int64)
         seq[order] = np.arange(len(ops))
         ops["seq"] = seq
-        tf = TraceFrames(framework="pytorch", sources=[str(r.path) for r in self.ranks], time_unit="us",
-                         ops=ops, kernels=kernels, allocations=allocations,
-                         devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
-                         streams=frame(list(self.streams.values()), STREAM_COLUMNS),
-                         allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
-                         syncs=frame(self.syncs, SYNC_COLUMNS), meta=self._meta())
+        tf = TraceFrames(
+            framework="pytorch",
+            sources=[str(r.path) for r in self.ranks],
+            time_unit="us",
+            ops=ops,
+            kernels=kernels,
+            allocations=allocations,
+            devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
+            streams=frame(list(self.streams.values()), STREAM_COLUMNS),
+            allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
+            syncs=frame(self.syncs, SYNC_COLUMNS),
+            meta=self._meta(),
+        )
         assign_phases(tf)
         tf.check()
         return tf
@@ -358,9 +404,19 @@ class _Assemble:
             uid_of_index[index] = uid
             attrs = {"category": cat, "pid": pid, "tid": tid}
             attrs.update({k: args[k] for k in _KEPT_ARGS if k in args})
-            self.ops.append({"uid": uid, "name": name, "type": _op_type(name, cat), "device": cpu, "executed": True,
-                             "attrs": json.dumps(attrs, default=str), "thread": f"{pre}{pid}:{tid}",
-                             "category": cat, "phase": None})
+            self.ops.append(
+                {
+                    "uid": uid,
+                    "name": name,
+                    "type": _op_type(name, cat),
+                    "device": cpu,
+                    "executed": True,
+                    "attrs": json.dumps(attrs, default=str),
+                    "thread": f"{pre}{pid}:{tid}",
+                    "category": cat,
+                    "phase": None,
+                }
+            )
             self.op_times.append((start, end))
         first = len(self.ops) - len(r.ops)
         parents, memory_op = _nesting(r.ops, r.memory)
@@ -391,21 +447,32 @@ class _Assemble:
                 src = r.flows_start.get(flow) if flow is not None else None
                 j = runtime_at.get(src) if src is not None else None
             if j is None:
-                raise InputError(r.path, f"device event {name[:80]!r} (correlation {corr}) has no runtime call "
-                                         "that issued it", f"traceEvents[{index}]")
+                raise InputError(
+                    r.path,
+                    f"device event {name[:80]!r} (correlation {corr}) has no runtime call that issued it",
+                    f"traceEvents[{index}]",
+                )
             dev = self._device(r, "GPU", device)
             suid = f"s:{r.rank}:{device}:{stream}"
-            self.streams.setdefault(suid, {"uid": suid, "device": dev, "name": f"stream:{stream}",
-                                           "kind": "compute"})
+            self.streams.setdefault(suid, {"uid": suid, "device": dev, "name": f"stream:{stream}", "kind": "compute"})
             uid = f"k:{r.rank}:{index}"
             direction = None
             if kind == "memcpy":
                 m = _COPY_DIRECTION.search(name)
                 direction = m[1] if m else None
             nbytes = args.get("bytes") if kind in ("memcpy", "memset") else None
-            self.kernels.append({"uid": uid, "op": self.ops[first + launcher[j]]["uid"], "stream": suid,
-                                 "name": name, "kind": kind, "bytes": _int_or_none(nbytes), "direction": direction,
-                                 "launch": self.ops[first + j]["uid"]})
+            self.kernels.append(
+                {
+                    "uid": uid,
+                    "op": self.ops[first + launcher[j]]["uid"],
+                    "stream": suid,
+                    "name": name,
+                    "kind": kind,
+                    "bytes": _int_or_none(nbytes),
+                    "direction": direction,
+                    "launch": self.ops[first + j]["uid"],
+                }
+            )
             self.kernel_times.append((start, end))
             self.rank_kernels.append((uid, device, stream, start, end, r.ops[j][5], r.ops[j][3], r.ops[j][4]))
 
@@ -414,10 +481,10 @@ class _Assemble:
         if not r.syncs:
             return
         by_stream: dict = {}
-        for uid, device, stream, start, end, launch_start, pid, tid in self.rank_kernels:
+        for uid, device, stream, start, end, _launch_start, _pid, _tid in self.rank_kernels:
             by_stream.setdefault((device, stream), []).append((start, end, uid))
         launches: dict = {}
-        for uid, device, stream, start, end, launch_start, pid, tid in self.rank_kernels:
+        for uid, device, stream, _start, _end, launch_start, pid, tid in self.rank_kernels:
             launches.setdefault((device, stream), []).append((launch_start, uid, pid, tid))
         for v in (*by_stream.values(), *launches.values()):
             v.sort()
@@ -436,7 +503,7 @@ class _Assemble:
             return launches[(device, stream)][i - 1][1] if i else None
 
         seen = set()
-        for index, kind, device, stream, start, end, args in r.syncs:
+        for _index, kind, device, stream, _start, end, args in r.syncs:
             corr = args.get("correlation")
             j = runtime_by_corr.get(corr)
             if j is None:
@@ -484,15 +551,22 @@ class _Assemble:
             nbytes = _int_or_none(args.get("Bytes"))
             addr = args.get("Addr")
             if nbytes is None:
-                raise InputError(r.path, f"[memory] Bytes is not an integer: {args.get('Bytes')!r}",
-                                 f"traceEvents[{index}]")
+                raise InputError(
+                    r.path, f"[memory] Bytes is not an integer: {args.get('Bytes')!r}", f"traceEvents[{index}]"
+                )
             key = (auid, addr)
             if nbytes > 0:
                 if key in live:
                     self._close(live, key, t)
-                self.allocations.append({
-                    "uid": f"a:{r.rank}:{index}", "allocator": auid, "bytes": nbytes, "address": str(addr),
-                    "op": None if op is None else self.ops[first + op]["uid"]})
+                self.allocations.append(
+                    {
+                        "uid": f"a:{r.rank}:{index}",
+                        "allocator": auid,
+                        "bytes": nbytes,
+                        "address": str(addr),
+                        "op": None if op is None else self.ops[first + op]["uid"],
+                    }
+                )
                 self.alloc_times.append((t, None))
                 live[key] = len(self.allocations) - 1
             elif nbytes < 0:

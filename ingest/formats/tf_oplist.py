@@ -67,8 +67,15 @@ import pandas as pd
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.tf_opnames import float_times, snippet
 from tracegraph.ingest.frames import (
-    CONSUME_COLUMNS, DEP_COLUMNS, DEVICE_COLUMNS,
-    KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS, TraceFrames, frame,
+    CONSUME_COLUMNS,
+    DEP_COLUMNS,
+    DEVICE_COLUMNS,
+    KERNEL_COLUMNS,
+    OP_COLUMNS,
+    STREAM_COLUMNS,
+    TENSOR_COLUMNS,
+    TraceFrames,
+    frame,
 )
 from tracegraph.ingest.source import head_lines, lines
 from tracegraph.ingest.tf_names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
@@ -89,9 +96,9 @@ _GRAMMAR = "expected `name, inputs..., (output), DEVICE, <int>`"
 
 @dataclass
 class _Shape:
-    text: str           # as written inside the parentheses
+    text: str  # as written inside the parentheses
     dtype: str
-    dims: str           # 128x64x56x56
+    dims: str  # 128x64x56x56
     bytes: int | None
 
 
@@ -172,14 +179,23 @@ def _device_kind(device: str) -> str:
     return head if head in ("GPU", "CPU", "TPU") else "unknown"
 
 
-def _op_row(uid: str, name: str, type_: str, device: str | None, seq: int | None,
-            executed: bool, attrs: dict) -> dict:
+def _op_row(uid: str, name: str, type_: str, device: str | None, seq: int | None, executed: bool, attrs: dict) -> dict:
     # The phase rule sees the type only where the listing recorded it (a
     # kernel line); a type guessed from the name says nothing the name does not.
     recorded = type_ if attrs.get("type_source") == "kernel" else None
-    return {"uid": uid, "name": name, "type": type_, "device": device, "seq": seq,
-            "start_us": None, "end_us": None, "dur_us": None, "phase": phase_of(name, recorded),
-            "executed": executed, "attrs": json.dumps(attrs)}
+    return {
+        "uid": uid,
+        "name": name,
+        "type": type_,
+        "device": device,
+        "seq": seq,
+        "start_us": None,
+        "end_us": None,
+        "dur_us": None,
+        "phase": phase_of(name, recorded),
+        "executed": executed,
+        "attrs": json.dumps(attrs),
+    }
 
 
 def sniff(head: bytes) -> bool:
@@ -210,8 +226,7 @@ def parse(path: Path) -> TraceFrames:
             kernel_lines.setdefault(ln.name, ln)
         elif ln.name in listed:
             first = listed[ln.name].lineno
-            raise InputError(path, f"node {snippet(ln.name)} listed twice (first on line {first})",
-                             f"line {ln.lineno}")
+            raise InputError(path, f"node {snippet(ln.name)} listed twice (first on line {first})", f"line {ln.lineno}")
         else:
             listed[ln.name] = ln
 
@@ -240,17 +255,38 @@ def parse(path: Path) -> TraceFrames:
         uid = f"op:{ln.name}"
         ops.append(_op_row(uid, ln.name, type_, device(ln.device), seq, True, attrs))
         if ln.output is not None:
-            tensors.append({"uid": f"t:{ln.name}:0", "name": f"{ln.name}:0", "dtype": ln.output.dtype,
-                            "shape": ln.output.dims, "bytes": ln.output.bytes, "producer": uid,
-                            "output_index": 0, "param": None})
+            tensors.append(
+                {
+                    "uid": f"t:{ln.name}:0",
+                    "name": f"{ln.name}:0",
+                    "dtype": ln.output.dtype,
+                    "shape": ln.output.dims,
+                    "bytes": ln.output.bytes,
+                    "producer": uid,
+                    "output_index": 0,
+                    "param": None,
+                }
+            )
         if ln.copy_bytes is not None:
             stream = f"s:{ln.device}/memcpy"
-            streams.setdefault(stream, {"uid": stream, "device": device(ln.device),
-                                        "name": f"{ln.device}/memcpy", "kind": "memcpy"})
-            direction = type_[len("MEMCPY"):] if type_.startswith("MEMCPY") else None
-            kernels.append({"uid": f"k:{ln.name}", "op": uid, "stream": stream, "name": ln.name,
-                            "start_us": None, "end_us": None, "dur_us": None, "kind": "memcpy",
-                            "bytes": ln.copy_bytes, "direction": direction or None})
+            streams.setdefault(
+                stream, {"uid": stream, "device": device(ln.device), "name": f"{ln.device}/memcpy", "kind": "memcpy"}
+            )
+            direction = type_[len("MEMCPY") :] if type_.startswith("MEMCPY") else None
+            kernels.append(
+                {
+                    "uid": f"k:{ln.name}",
+                    "op": uid,
+                    "stream": stream,
+                    "name": ln.name,
+                    "start_us": None,
+                    "end_us": None,
+                    "dur_us": None,
+                    "kind": "memcpy",
+                    "bytes": ln.copy_bytes,
+                    "direction": direction or None,
+                }
+            )
 
     # A kernel line whose node has no line of its own: the kernel still ran.
     for name, kl in kernel_lines.items():
@@ -271,18 +307,32 @@ def parse(path: Path) -> TraceFrames:
         for src in ln.controls:
             if src not in known:
                 known.add(src)
-                ops.append(_op_row(f"op:{src}", src, op_type_from_name(src), None, None, False,
-                                   {"input_shapes": [], "type_source": "name", "listed": False}))
+                ops.append(
+                    _op_row(
+                        f"op:{src}",
+                        src,
+                        op_type_from_name(src),
+                        None,
+                        None,
+                        False,
+                        {"input_shapes": [], "type_source": "name", "listed": False},
+                    )
+                )
             key = (f"op:{src}", f"op:{ln.name}")
             if key not in seen_deps:
                 seen_deps.add(key)
                 deps.append({"src": key[0], "dst": key[1], "kind": "control"})
 
     trace = TraceFrames(
-        framework="tensorflow", sources=[str(path)], time_unit="none",
-        ops=float_times(frame(ops, OP_COLUMNS)), kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
-        tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(deps, DEP_COLUMNS), devices=frame(list(devices.values()), DEVICE_COLUMNS),
+        framework="tensorflow",
+        sources=[str(path)],
+        time_unit="none",
+        ops=float_times(frame(ops, OP_COLUMNS)),
+        kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
+        tensors=frame(tensors, TENSOR_COLUMNS),
+        consumes=frame(consumes, CONSUME_COLUMNS),
+        deps=frame(deps, DEP_COLUMNS),
+        devices=frame(list(devices.values()), DEVICE_COLUMNS),
         streams=frame(list(streams.values()), STREAM_COLUMNS),
     )
     trace.check()
@@ -290,6 +340,7 @@ def parse(path: Path) -> TraceFrames:
 
 
 # --------------------------------------------------------------------------- merge
+
 
 def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
@@ -368,8 +419,7 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     ``base.sources + extra.sources``; the result passes ``check()``.
     """
     used: set = set()
-    for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices,
-               base.streams, base.allocators):
+    for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices, base.streams, base.allocators):
         used.update(df["uid"])
     devices, streams = _records(base.devices), _records(base.streams)
     map_device = _device_mapper(devices, _records(extra.devices), used)
@@ -385,13 +435,18 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
             deps.append(dict(zip(DEP_COLUMNS, key)))
     kernels = _merge_kernels(_records(base.kernels), extra, streams, op_map, map_device, used)
     merged = TraceFrames(
-        framework=base.framework, sources=list(base.sources) + list(extra.sources),
+        framework=base.framework,
+        sources=list(base.sources) + list(extra.sources),
         time_unit=base.time_unit,
-        ops=float_times(frame(ops, OP_COLUMNS)), kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
-        tensors=frame(tensors, TENSOR_COLUMNS), consumes=frame(consumes, CONSUME_COLUMNS),
+        ops=float_times(frame(ops, OP_COLUMNS)),
+        kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
+        tensors=frame(tensors, TENSOR_COLUMNS),
+        consumes=frame(consumes, CONSUME_COLUMNS),
         deps=frame(deps, DEP_COLUMNS),
-        allocations=base.allocations.copy(), allocators=base.allocators.copy(),
-        devices=frame(devices, DEVICE_COLUMNS), streams=frame(streams, STREAM_COLUMNS),
+        allocations=base.allocations.copy(),
+        allocators=base.allocators.copy(),
+        devices=frame(devices, DEVICE_COLUMNS),
+        streams=frame(streams, STREAM_COLUMNS),
         meta={**extra.meta, **base.meta},
     )
     merged.check()
@@ -423,8 +478,9 @@ def _device_mapper(devices: list[dict], extra_devices: list[dict], used: set) ->
     return map_device
 
 
-def _merge_ops(ops: list[dict], extra_ops: list[dict], map_device: Callable[[str | None], str | None],
-               used: set) -> tuple[list[dict], dict[str, str]]:
+def _merge_ops(
+    ops: list[dict], extra_ops: list[dict], map_device: Callable[[str | None], str | None], used: set
+) -> tuple[list[dict], dict[str, str]]:
     """Base ops with gaps filled, plus listing-only ops; and listing uid -> result uid."""
     by_name: dict[str, dict] = {}
     by_copy: dict[str, list[dict]] = {}
@@ -438,8 +494,9 @@ def _merge_ops(ops: list[dict], extra_ops: list[dict], map_device: Callable[[str
     for row in extra_ops:
         target = by_name.get(row["name"])
         if target is None:
-            candidates = [r for r in by_copy.get(_copy_key(str(row["name"]), row["type"]) or "", [])
-                          if r["uid"] not in matched]
+            candidates = [
+                r for r in by_copy.get(_copy_key(str(row["name"]), row["type"]) or "", []) if r["uid"] not in matched
+            ]
             target = candidates[0] if len(candidates) == 1 else None
         if target is not None and target["uid"] not in matched:
             matched.add(target["uid"])
@@ -452,20 +509,31 @@ def _merge_ops(ops: list[dict], extra_ops: list[dict], map_device: Callable[[str
                 target["device"] = map_device(row["device"])
             target["attrs"] = json.dumps({**listing, **_attrs(target["attrs"])})
             continue
-        new = {**row, "uid": _fresh(row["uid"], used), "seq": None, "executed": False,
-               "start_us": None, "end_us": None, "dur_us": None,
-               "device": map_device(row["device"]),
-               "attrs": json.dumps({**_listing_attrs(row["attrs"], True), "only_in_listing": True})}
+        new = {
+            **row,
+            "uid": _fresh(row["uid"], used),
+            "seq": None,
+            "executed": False,
+            "start_us": None,
+            "end_us": None,
+            "dur_us": None,
+            "device": map_device(row["device"]),
+            "attrs": json.dumps({**_listing_attrs(row["attrs"], True), "only_in_listing": True}),
+        }
         op_map[row["uid"]] = new["uid"]
         ops.append(new)
     return ops, op_map
 
 
-def _merge_tensors(tensors: list[dict], extra_tensors: list[dict], op_map: dict[str, str],
-                   used: set) -> tuple[list[dict], dict[str, str]]:
+def _merge_tensors(
+    tensors: list[dict], extra_tensors: list[dict], op_map: dict[str, str], used: set
+) -> tuple[list[dict], dict[str, str]]:
     """Match on (producer, output_index); fill dtype/shape/bytes gaps, add the rest."""
-    by_output = {(t["producer"], int(t["output_index"])): t for t in tensors
-                 if t["producer"] is not None and t["output_index"] is not None}
+    by_output = {
+        (t["producer"], int(t["output_index"])): t
+        for t in tensors
+        if t["producer"] is not None and t["output_index"] is not None
+    }
     tensor_map: dict[str, str] = {}
     for row in extra_tensors:
         producer = op_map.get(row["producer"]) if row["producer"] is not None else None
@@ -483,8 +551,9 @@ def _merge_tensors(tensors: list[dict], extra_tensors: list[dict], op_map: dict[
     return tensors, tensor_map
 
 
-def _merge_consumes(consumes: list[dict], extra_consumes: list[dict], op_map: dict[str, str],
-                    tensor_map: dict[str, str]) -> list[dict]:
+def _merge_consumes(
+    consumes: list[dict], extra_consumes: list[dict], op_map: dict[str, str], tensor_map: dict[str, str]
+) -> list[dict]:
     """Add a listing consume unless base has that (op, tensor) or (op, input_index)."""
     taken = {(c["op"], c["tensor"]) for c in consumes} | {(c["op"], c["input_index"]) for c in consumes}
     for row in extra_consumes:
@@ -495,8 +564,14 @@ def _merge_consumes(consumes: list[dict], extra_consumes: list[dict], op_map: di
     return consumes
 
 
-def _merge_kernels(kernels: list[dict], extra: TraceFrames, streams: list[dict], op_map: dict[str, str],
-                   map_device: Callable[[str | None], str | None], used: set) -> list[dict]:
+def _merge_kernels(
+    kernels: list[dict],
+    extra: TraceFrames,
+    streams: list[dict],
+    op_map: dict[str, str],
+    map_device: Callable[[str | None], str | None],
+    used: set,
+) -> list[dict]:
     """Copy kernels: fill bytes/direction on base kernels of the same op and
     kind; add the kernel (on the base stream of that kind and device, if
     there is exactly one) only for ops base has no kernel for."""

@@ -82,15 +82,27 @@ def parse(path: Path) -> TraceFrames:
         uid = f"op:{name}" if seen[name] == 1 else f"op:{name}#{seen[name]}"
         scopes = scopes_of(name)
         attrs = {"scope": scopes[-1] if scopes else "", "scopes": scopes, "line": lineno}
-        rows.append({
-            "uid": uid, "name": name, "type": op_type_from_name(name), "device": "dev:unknown",
-            "seq": len(rows), "start_us": None, "end_us": None, "dur_us": None,
-            "phase": phase_of(name), "executed": None, "attrs": json.dumps(attrs),
-        })
+        rows.append(
+            {
+                "uid": uid,
+                "name": name,
+                "type": op_type_from_name(name),
+                "device": "dev:unknown",
+                "seq": len(rows),
+                "start_us": None,
+                "end_us": None,
+                "dur_us": None,
+                "phase": phase_of(name),
+                "executed": None,
+                "attrs": json.dumps(attrs),
+            }
+        )
     if not rows:
         raise InputError(path, "no node names (empty file)", "line 1")
     trace = TraceFrames(
-        framework="tensorflow", sources=[str(path)], time_unit="none",
+        framework="tensorflow",
+        sources=[str(path)],
+        time_unit="none",
         ops=float_times(frame(rows, OP_COLUMNS)),
         devices=frame([{"uid": "dev:unknown", "name": "unknown", "kind": "unknown"}], DEVICE_COLUMNS),
     )

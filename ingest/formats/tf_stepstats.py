@@ -57,9 +57,17 @@ from tensorboard.compat.proto import config_pb2, step_stats_pb2
 from tracegraph.errors import InputError
 from tracegraph.ingest import source, stepstats_text, tf_runs
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS, ALLOCATOR_COLUMNS, CONSUME_COLUMNS, DEP_COLUMNS,
-    DEVICE_COLUMNS, KERNEL_COLUMNS, OP_COLUMNS, STREAM_COLUMNS, TENSOR_COLUMNS,
-    TraceFrames, frame,
+    ALLOCATION_COLUMNS,
+    ALLOCATOR_COLUMNS,
+    CONSUME_COLUMNS,
+    DEP_COLUMNS,
+    DEVICE_COLUMNS,
+    KERNEL_COLUMNS,
+    OP_COLUMNS,
+    STREAM_COLUMNS,
+    TENSOR_COLUMNS,
+    TraceFrames,
+    frame,
 )
 from tracegraph.ingest.tf_names import dtype_name, dtype_size, phase_of
 
@@ -183,7 +191,13 @@ class _Builder:
         name = short_device(name)
         uid = f"dev:{name}"
         if uid not in self.devices:
-            kind = "GPU" if ":GPU:" in name else "CPU" if ":CPU:" in name else name.rsplit("/", 1)[-1].split(":")[0] or "device"
+            kind = (
+                "GPU"
+                if ":GPU:" in name
+                else "CPU"
+                if ":CPU:" in name
+                else name.rsplit("/", 1)[-1].split(":")[0] or "device"
+            )
             self.devices[uid] = {"uid": uid, "name": name, "kind": kind}
         return uid
 
@@ -206,7 +220,9 @@ class _Builder:
         if uid not in self.tensors:
             producer = None if run is None else self.runs_by_name[op_name][run]
             self.tensors[uid] = {
-                "uid": uid, "name": f"{op_name}:{slot}", "producer": producer,
+                "uid": uid,
+                "name": f"{op_name}:{slot}",
+                "producer": producer,
                 "output_index": slot if producer else None,
             }
         return self.tensors[uid]
@@ -298,15 +314,24 @@ def _check_times(path: str, devs: list) -> None:
     check: every time is taken relative to the earliest one."""
     for i, (_, nodes) in enumerate(devs):
         for j, node in enumerate(nodes):
-            if (node.all_end_rel_micros >= 0 and node.all_end_rel_nanos >= 0 and node.op_start_rel_micros >= 0
-                    and node.op_start_rel_nanos >= 0 and node.op_end_rel_micros >= 0 and node.op_end_rel_nanos >= 0):
+            if (
+                node.all_end_rel_micros >= 0
+                and node.all_end_rel_nanos >= 0
+                and node.op_start_rel_micros >= 0
+                and node.op_start_rel_nanos >= 0
+                and node.op_end_rel_micros >= 0
+                and node.op_end_rel_nanos >= 0
+            ):
                 continue
             for rel in _RELATIVE:
                 for unit in ("nanos", "micros"):
                     value = getattr(node, f"{rel}_{unit}")
                     if value < 0:
-                        raise InputError(path, f"node {node.node_name!r} has a negative {rel}_{unit} ({value}): "
-                                         "an end before its start", f"dev_stats[{i}].node_stats[{j}]")
+                        raise InputError(
+                            path,
+                            f"node {node.node_name!r} has a negative {rel}_{unit} ({value}): an end before its start",
+                            f"dev_stats[{i}].node_stats[{j}]",
+                        )
 
 
 # DataType enum -> (name, bytes per element); both are pure functions.
@@ -408,13 +433,23 @@ def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
     uids[run.run] = uid
     b.run_times[uid] = (start_ns, run.ready)
     ops = b.ops
-    ops.append({
-        "uid": uid, "name": name, "type": op_type or "Unknown", "device": device_uid, "seq": len(ops),
-        "start_us": (start_ns - origin) / 1000, "end_us": (run.end - origin) / 1000,
-        "dur_us": (run.end - start_ns) / 1000,
-        "phase": phase_of(name, op_type), "executed": True, "attrs": json.dumps(attrs),
-        "run": run.run, "iteration": run.tag[-1] if run.tag and run.tag[-1] is not None else None,
-    })
+    ops.append(
+        {
+            "uid": uid,
+            "name": name,
+            "type": op_type or "Unknown",
+            "device": device_uid,
+            "seq": len(ops),
+            "start_us": (start_ns - origin) / 1000,
+            "end_us": (run.end - origin) / 1000,
+            "dur_us": (run.end - start_ns) / 1000,
+            "phase": phase_of(name, op_type),
+            "executed": True,
+            "attrs": json.dumps(attrs),
+            "run": run.run,
+            "iteration": run.tag[-1] if run.tag and run.tag[-1] is not None else None,
+        }
+    )
     outputs = _add_outputs(b, node, uid, name, run.run) if node.output else []
     if memory or outputs or persistent:
         _add_allocations(b, node, uid, device_uid, outputs)
@@ -531,7 +566,8 @@ def _kernel_runs(b: _Builder, nodes: list) -> list[str | None]:
 def _copy_of(node):
     name = node.node_name
     return _COPY.match(node.timeline_label or "") or (
-        None if ":MEMCPY" not in name else _COPY.match(name.rsplit(":", 1)[1] + " 0 bytes"))
+        None if ":MEMCPY" not in name else _COPY.match(name.rsplit(":", 1)[1] + " 0 bytes")
+    )
 
 
 def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str, op_uid: str | None, copy) -> None:
@@ -551,12 +587,23 @@ def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str, op_uid: str
         b.runs_by_name[base] = [op_uid]
         b.run_times[op_uid] = (start_ns, start_ns + dur_ns)
         b.op_uids.add(op_uid)
-        b.ops.append({
-            "uid": op_uid, "name": base, "type": op_type, "device": device_uid,
-            "seq": len(b.ops), "start_us": start, "end_us": end, "dur_us": dur,
-            "phase": phase_of(base, op_type), "executed": True, "attrs": json.dumps({"synthesized_from": "kernel"}),
-            "run": 0, "iteration": None,
-        })
+        b.ops.append(
+            {
+                "uid": op_uid,
+                "name": base,
+                "type": op_type,
+                "device": device_uid,
+                "seq": len(b.ops),
+                "start_us": start,
+                "end_us": end,
+                "dur_us": dur,
+                "phase": phase_of(base, op_type),
+                "executed": True,
+                "attrs": json.dumps({"synthesized_from": "kernel"}),
+                "run": 0,
+                "iteration": None,
+            }
+        )
         # ``edge_N_<op>`` copies move <op>'s output: that op (its run ready
         # last before the copy) precedes the copy.
         edge = re.match(r"^edge_\d+_(.+)$", base)
@@ -564,13 +611,20 @@ def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str, op_uid: str
         if src:
             b.deps.setdefault((src, op_uid), {"src": src, "dst": op_uid, "kind": "data"})
     kernels = b.kernels
-    kernels.append({
-        "uid": f"k:{len(kernels)}", "op": op_uid, "stream": stream_uid, "name": name,
-        "start_us": start, "end_us": end, "dur_us": dur,
-        "kind": "memcpy" if copy else "compute",
-        "bytes": int(copy["bytes"]) if copy and int(copy["bytes"]) else None,
-        "direction": copy["dir"] if copy else None,
-    })
+    kernels.append(
+        {
+            "uid": f"k:{len(kernels)}",
+            "op": op_uid,
+            "stream": stream_uid,
+            "name": name,
+            "start_us": start,
+            "end_us": end,
+            "dur_us": dur,
+            "kind": "memcpy" if copy else "compute",
+            "bytes": int(copy["bytes"]) if copy and int(copy["bytes"]) else None,
+            "direction": copy["dir"] if copy else None,
+        }
+    )
 
 
 def _kernel_owner(b: _Builder, name: str) -> str | None:
@@ -626,14 +680,22 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
         info = t.pop("_alloc", None)
         if not info:
             continue
-        allocator_name, allocated, requested, ptr, alloc_id = info
+        allocator_name, allocated, requested, ptr, _alloc_id = info
         allocator = b.allocator(allocator_name, device_uid)
-        candidates = [a for a in paired if a["allocator"] == allocator and a["bytes"] == allocated and "tensor" not in a]
+        candidates = [
+            a for a in paired if a["allocator"] == allocator and a["bytes"] == allocated and "tensor" not in a
+        ]
         if not candidates:
             continue
         best = max(candidates, key=lambda a: float("inf") if a["free_us"] is None else a["free_us"])
-        best.update({"tensor": t["uid"], "kind": "output", "requested_bytes": requested or None,
-                     "address": str(ptr) if ptr else None})
+        best.update(
+            {
+                "tensor": t["uid"],
+                "kind": "output",
+                "requested_bytes": requested or None,
+                "address": str(ptr) if ptr else None,
+            }
+        )
     allocations = b.allocations
     for a in paired:
         a.setdefault("kind", "temp")
@@ -643,9 +705,20 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
         allocations.append(a)
     persistent = node.memory_stats.persistent_memory_size
     if persistent:
-        allocator = b.allocator(memory[0].allocator_name, device_uid) if memory else b.allocator(
-            f"{b.devices[device_uid]['name']}/persistent", device_uid)
-        allocations.append({
-            "uid": f"a:{len(allocations)}", "allocator": allocator, "bytes": persistent,
-            "alloc_us": None, "free_us": None, "kind": "persistent", "op": op_uid, "tensor": None,
-        })
+        allocator = (
+            b.allocator(memory[0].allocator_name, device_uid)
+            if memory
+            else b.allocator(f"{b.devices[device_uid]['name']}/persistent", device_uid)
+        )
+        allocations.append(
+            {
+                "uid": f"a:{len(allocations)}",
+                "allocator": allocator,
+                "bytes": persistent,
+                "alloc_us": None,
+                "free_us": None,
+                "kind": "persistent",
+                "op": op_uid,
+                "tensor": None,
+            }
+        )

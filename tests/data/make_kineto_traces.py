@@ -71,8 +71,13 @@ def train_steps(model: nn.Module, inputs: torch.Tensor, target: torch.Tensor, pa
         def ready(prof) -> None:
             prof.export_chrome_trace(str(plain))
 
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True,
-                     schedule=schedule(wait=0, warmup=1, active=steps, repeat=1), on_trace_ready=ready) as prof:
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            record_shapes=True,
+            profile_memory=True,
+            schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+            on_trace_ready=ready,
+        ) as prof:
             for _ in range(steps + 1):
                 one_step()
                 prof.step()
@@ -85,10 +90,16 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     OUT.mkdir(parents=True, exist_ok=True)
-    train_steps(SmallCNN(), torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)),
-                OUT / "cnn-cpu.pt.trace.json.gz", steps=1)
-    train_steps(SmallLSTM(), torch.randint(0, 100, (4, 12)), torch.randint(0, 100, (4,)),
-                OUT / "lstm-cpu.pt.trace.json.gz", steps=1)
+    train_steps(
+        SmallCNN(), torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)), OUT / "cnn-cpu.pt.trace.json.gz", steps=1
+    )
+    train_steps(
+        SmallLSTM(),
+        torch.randint(0, 100, (4, 12)),
+        torch.randint(0, 100, (4,)),
+        OUT / "lstm-cpu.pt.trace.json.gz",
+        steps=1,
+    )
 
 
 if __name__ == "__main__":

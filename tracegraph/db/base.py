@@ -27,8 +27,18 @@ from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 SCHEMA_VERSION = 3
 
 # Labels whose nodes carry (trace, uid).
-LABELS = ("Trace", "OpTotals", "Op", "Kernel", "Tensor", "Allocation", "Device", "Stream", "Allocator",
-          "MemoryTimeline")
+LABELS = (
+    "Trace",
+    "OpTotals",
+    "Op",
+    "Kernel",
+    "Tensor",
+    "Allocation",
+    "Device",
+    "Stream",
+    "Allocator",
+    "MemoryTimeline",
+)
 # The per-trace nodes that cross-trace analyses (trace-diff, trace-diff-summary)
 # read: an engine that keeps each trace apart must also keep these together.
 CATALOG_LABELS = ("Trace", "OpTotals")
@@ -48,10 +58,18 @@ def check_trace_name(name: str) -> None:
     (a name is a URL path segment of the HTTP API) and no ``~`` (reserved
     for the names of loads and drops in progress).
     """
-    if (not name or len(name) > MAX_TRACE_NAME or "~" in name or "/" in name or name != name.strip()
-            or not name.isprintable()):
-        raise BadRequest(f"bad trace name {name!r}: 1-{MAX_TRACE_NAME} printable characters, no '/' or '~', "
-                         "no leading or trailing spaces")
+    if (
+        not name
+        or len(name) > MAX_TRACE_NAME
+        or "~" in name
+        or "/" in name
+        or name != name.strip()
+        or not name.isprintable()
+    ):
+        raise BadRequest(
+            f"bad trace name {name!r}: 1-{MAX_TRACE_NAME} printable characters, no '/' or '~', "
+            "no leading or trailing spaces"
+        )
 
 
 def name_taken(name: str) -> Conflict:
@@ -76,11 +94,18 @@ def node_value(element_id: Any, labels: list[str], properties: dict[str, Any]) -
     return {"kind": "node", "id": str(element_id), "labels": list(labels), "properties": dict(properties)}
 
 
-def relationship_value(element_id: Any, rel_type: str, start: Any, end: Any,
-                       properties: dict[str, Any]) -> dict[str, Any]:
+def relationship_value(
+    element_id: Any, rel_type: str, start: Any, end: Any, properties: dict[str, Any]
+) -> dict[str, Any]:
     """A relationship as JSON: type, start and end node ids, properties."""
-    return {"kind": "relationship", "id": str(element_id), "type": rel_type,
-            "start": str(start), "end": str(end), "properties": dict(properties)}
+    return {
+        "kind": "relationship",
+        "id": str(element_id),
+        "type": rel_type,
+        "start": str(start),
+        "end": str(end),
+        "properties": dict(properties),
+    }
 
 
 def path_value(nodes: list[dict[str, Any]], relationships: list[dict[str, Any]]) -> dict[str, Any]:
@@ -155,11 +180,19 @@ class Graph(Protocol):
 
     backend: str  # "embedded", "falkordb" or "neo4j": for people (health, version), not for branching
 
-    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
-            write: bool = False, timeout_ms: int | None = None) -> Result: ...
+    def run(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        trace: str | None = None,
+        write: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Result: ...
 
-    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
-                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+    def read_columns(
+        self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
+    ) -> list[tuple[Any, ...]]:
         """Every ``label`` node of ``trace`` that matches ``where`` (a Cypher
         predicate on ``n``), as a tuple of the ``columns`` properties (each
         converted to its type, None when absent), in no particular order.
@@ -168,8 +201,9 @@ class Graph(Protocol):
         engine answers it the fastest way it can."""
         ...
 
-    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
-                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+    def store_trace(
+        self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
+    ) -> dict[str, dict[str, int]]:
         """Write a trace, all or nothing: readers see the old version (or
         none) until the new one is complete, then the new one. Raises
         Conflict when ``name`` exists and ``replace`` is false (checked
@@ -217,8 +251,12 @@ class Deadline:
 
 def rows_query(label: str, columns: dict[str, type], where: str = "") -> str:
     """The portable text of :meth:`Graph.read_columns`: one row per node."""
-    return (f"MATCH (n:{label} {{trace: $trace}})" + (f" WHERE {where}" if where else "")
-            + " RETURN " + ", ".join(f"n.{c}" for c in columns))
+    return (
+        f"MATCH (n:{label} {{trace: $trace}})"
+        + (f" WHERE {where}" if where else "")
+        + " RETURN "
+        + ", ".join(f"n.{c}" for c in columns)
+    )
 
 
 def checkpoint(name: str) -> None:

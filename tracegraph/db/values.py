@@ -55,7 +55,7 @@ def column_values(s: pd.Series, integer: bool) -> list[Any]:
         bad = ~np.isfinite(arr)
         if integer:
             whole = ~bad & (arr == np.trunc(arr))
-            if (np.abs(arr[whole]) >= 2.0 ** 63).any():
+            if (np.abs(arr[whole]) >= 2.0**63).any():
                 return [plain(v, True) for v in vals]
             at = np.flatnonzero(whole)
             for i, v in zip(at.tolist(), arr[at].astype(np.int64).tolist()):
