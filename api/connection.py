@@ -89,6 +89,9 @@ class GraphHolder:
     ) -> Result:
         return self._call(lambda g: g.run(query, params, trace=trace, write=write, timeout_ms=timeout_ms))
 
+    def trace_facts(self, name: str) -> dict[str, Any] | None:
+        return self._call(lambda g: g.trace_facts(name))
+
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:

@@ -453,20 +453,35 @@ def main(argv=None) -> int:
         if db is None:
             big = max(sizes)
             trace = f"bench-{big}-text"
-            state["graph"].close()  # the last user leaves: the embedded server stops
+            os.environ["TRACEGRAPH_IDLE_S"] = "0"
+            state["graph"].close()  # the last user leaves and, with no idle time, the server stops
+            os.environ.pop("TRACEGRAPH_IDLE_S", None)
             time.sleep(0.5)
-            cold = [cli_query(n, trace, None, env, 1) for n in HEADLINE]
+            # Cold: the first call starts the server (and loads every stored
+            # trace); the calls after it find it up (TRACEGRAPH_IDLE_S, default 300 s).
+            calls = [cli_query(n, trace, None, env, 1) for n in HEADLINE for _ in range(2)]
+            cold, after = calls[0], calls[1:]
             results["sizes"][str(big)]["backends"][backend]["cli_cold"] = cold
-            for c in cold:
+            results["sizes"][str(big)]["backends"][backend]["cli_after_previous_call"] = after
+            print(
+                f"  CLI cold  tracegraph query {cold['analysis']:14s} "
+                + (
+                    f"{cold['wall_s']:.2f} s (server start + load of every stored trace)"
+                    if "wall_s" in cold
+                    else cold["error"]
+                ),
+                flush=True,
+            )
+            for c in after:
                 print(
-                    f"  CLI cold  tracegraph query {c['analysis']:14s} "
-                    + (
-                        f"{c['wall_s']:.2f} s (server start + load of every stored trace)"
-                        if "wall_s" in c
-                        else c["error"]
-                    ),
+                    f"  CLI after a previous call  tracegraph query {c['analysis']:14s} "
+                    + (f"{c['wall_s']:.2f} s" if "wall_s" in c else c["error"]),
                     flush=True,
                 )
+            stop = dict(env, TRACEGRAPH_IDLE_S="0")
+            run_process(
+                [sys.executable, "-c", "from tracegraph.db.connect import open_graph; open_graph().close()"], stop
+            )
             state["graph"] = open_graph(None)
         if args.batch_sweep:
             big = max(sizes)

@@ -29,10 +29,9 @@ class AnalysisResult:
 
 def trace_facts(graph: Graph, trace: str) -> dict[str, Any]:
     """The ready Trace node's properties; NotFound when there is none."""
-    res = graph.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' RETURN t", {"name": trace})
-    if not res.rows:
+    props = graph.trace_facts(trace)
+    if props is None:
         raise NotFound(f"no trace named {trace!r}", cli_hint="see `tracegraph traces`")
-    props: dict[str, Any] = res.rows[0][0]["properties"]
     return props
 
 

@@ -38,7 +38,8 @@ def _public(props: dict) -> dict:
 
 def list_traces(graph: Graph) -> list[dict]:
     """Every ready trace, by name."""
-    res = graph.run("MATCH (t:Trace) WHERE t.status = 'ready' RETURN t ORDER BY t.trace")
+    # A trace being replaced (Neo4j: `swapping`) is listed with its old facts.
+    res = graph.run("MATCH (t:Trace) WHERE t.status IN ['ready', 'swapping'] RETURN t ORDER BY t.trace")
     return [_public(r[0]["properties"]) for r in res.rows]
 
 

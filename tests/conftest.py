@@ -71,7 +71,7 @@ def wipe_neo4j(g) -> None:
     from tracegraph.db.base import LABELS
 
     for label in LABELS:
-        while g.run(f"MATCH (n:{label}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)", write=True).rows[0][0]:
+        while g.run(f"MATCH (n:{label}) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*)", write=True).rows[0][0]:
             pass
 
 

@@ -190,6 +190,12 @@ class Graph(Protocol):
         timeout_ms: int | None = None,
     ) -> Result: ...
 
+    def trace_facts(self, name: str) -> dict[str, Any] | None:
+        """The Trace node properties of the ready trace ``name``, None when
+        there is none. (Engines that publish in steps wait for one in
+        progress, and finish one whose process died.)"""
+        ...
+
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:

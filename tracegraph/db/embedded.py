@@ -28,6 +28,7 @@ import atexit
 import fcntl
 import hashlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -106,27 +107,48 @@ class EmbeddedServer:
                 self._shutdown()
 
     def _start_reaper(self, idle: float) -> None:
-        subprocess.Popen(
-            [sys.executable, "-m", "tracegraph.db.embedded", "--reap", str(self.home), "--idle", str(idle)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
-        # It takes reaper.lock first thing; wait for that so that a second
-        # process never starts a second reaper.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not _held(self.data_dir / "reaper.lock"):
-            time.sleep(0.01)
+        """Start the reaper and wait until it holds reaper.lock (it says so
+        through a pipe), so that the next process to check finds it. The
+        caller holds start.lock, under which every other check is made."""
+        ready, told = os.pipe()
+        try:
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tracegraph.db.embedded",
+                    "--reap",
+                    str(self.home),
+                    "--idle",
+                    str(idle),
+                    "--ready-fd",
+                    str(told),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(told,),
+            )
+            os.close(told)
+            told = -1
+            if select.select([ready], [], [], START_TIMEOUT_S)[0]:
+                os.read(ready, 1)  # 1: it watches; 0: another reaper already did
+        finally:
+            os.close(ready)
+            if told >= 0:
+                os.close(told)
 
-    def reap(self, idle: float) -> None:
+    def reap(self, idle: float, ready_fd: int | None = None) -> None:
         """The reaper's loop: stop the server once unused for ``idle`` seconds;
         end with the server (whoever stopped it)."""
         fd = os.open(self.data_dir / "reaper.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        # Blocking: should another reaper still watch, this one takes over
-        # when that one ends (and ends too if the server went with it).
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        watching = _take(fd)
+        if ready_fd is not None:
+            os.write(ready_fd, b"1" if watching else b"0")
+            os.close(ready_fd)
+        if not watching:
+            return  # another reaper watches this server
         unused_since: float | None = None
         while self._alive():
             now = time.monotonic()
@@ -247,27 +269,31 @@ class EmbeddedServer:
 
 
 def _unused(data_dir: Path) -> bool:
-    """Does no process hold a share of users.lock? (Taken and let go at once.)"""
-    fd = os.open(data_dir / "users.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    """Does no process hold a share of users.lock?"""
+    return _could_lock(data_dir / "users.lock", fcntl.LOCK_EX)
 
 
 def _held(path: Path) -> bool:
     """Does some process hold an exclusive flock on ``path``?"""
+    return not _could_lock(path, fcntl.LOCK_SH)
+
+
+def _could_lock(path: Path, mode: int) -> bool:
+    """Could this process take a ``mode`` flock on ``path`` now? (Taken and let go at once.)"""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return _take(fd, mode)
     finally:
         os.close(fd)
-    return False
+
+
+def _take(fd: int, mode: int = fcntl.LOCK_EX) -> bool:
+    """Take a ``mode`` flock on ``fd`` if nobody's lock stands in the way."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 class _locked:
@@ -308,8 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tracegraph.db.embedded")
     p.add_argument("--reap", type=Path, required=True, help="the data directory's home")
     p.add_argument("--idle", type=float, required=True, help="seconds unused before the server stops")
+    p.add_argument("--ready-fd", type=int, help="a pipe to write 1 (watching) or 0 (another reaper is) to")
     args = p.parse_args(argv)
-    EmbeddedServer(args.reap).reap(args.idle)
+    EmbeddedServer(args.reap).reap(args.idle, args.ready_fd)
     return 0
 
 

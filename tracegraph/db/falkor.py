@@ -179,6 +179,10 @@ class FalkorGraph:
         }
         return Result(columns=columns, rows=rows, stats={k: int(v or 0) for k, v in stats.items()})
 
+    def trace_facts(self, name: str) -> dict[str, Any] | None:
+        res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' RETURN t", {"name": name})
+        return res.rows[0][0]["properties"] if res.rows else None
+
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:

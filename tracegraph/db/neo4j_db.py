@@ -2,29 +2,40 @@
 
 Layout: every trace in one database, told apart by the ``trace`` property
 that every node carries; ``(trace, uid)`` is unique per label (constraint)
-and ``trace`` is indexed. A load in progress, and a trace being dropped,
-live under reserved names: ``NAME~load~ID`` and ``NAME~drop~ID``.
+and ``trace`` is indexed. The Trace node's ``status`` says what readers
+may use: ``ready``; not ``loading`` or ``dropping``; and ``swapping``, a
+replace in progress, is waited for (:meth:`Neo4jGraph.trace_facts`).
 
-Atomicity: nodes and relationships are written in batches under the load's
-name; one final transaction then renames the old version (if any) to a
-drop name and the new one to ``NAME``, so at every instant a reader sees
-the old version or the new one, never neither, never both. What carries a
-drop name is deleted afterwards in batches, by the same process or, if it
-died, by the next :meth:`Neo4jGraph.sweep`. A drop is that same rename
-followed by the same deletion.
+Neo4j caps a transaction's memory (70% of the heap by default) and a
+100k-op trace has half a million nodes, so nothing here holds more than a
+batch in one transaction; atomicity comes from the Trace node instead:
 
-Liveness of a loader: it keeps a transaction open for as long as it works,
-with metadata ``{"tracegraph_lease": ID}`` (the lease). The server ends
-that transaction when the loader's connection goes, so ``SHOW TRANSACTIONS``
-tells at once whether the owner of a leftover is still alive.
+* a new trace is loaded under its name with status ``loading`` and turns
+  ``ready`` in one small transaction at the end;
+* a replacement is loaded under ``NAME~load~ID``; then the old Trace node
+  turns ``swapping`` (readers wait), the old version's nodes move to
+  ``NAME~drop~ID`` and the new one's to ``NAME`` in batches, one small
+  transaction swaps the two Trace nodes, and the old version is deleted;
+* a drop turns the Trace node ``dropping`` (gone for readers at once) and
+  deletes its nodes in batches.
+
+Each step can be finished by someone else: a loader keeps a transaction
+open for as long as it works, with metadata ``{"tracegraph_lease": ID}``
+(its lease). The server ends that transaction when the loader's
+connection goes, so ``SHOW TRANSACTIONS`` tells at once whether the owner
+of a half-done load, swap or drop is alive; :meth:`Neo4jGraph.sweep` (run
+by every load and drop) deletes dead loads and drops and finishes dead
+swaps, so the new version stands.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -68,9 +79,14 @@ logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
 # Rows per UNWIND batch (TRACEGRAPH_NEO4J_BATCH_ROWS); bench/RESULTS.md has the measurements.
 BATCH_ROWS = int(os.environ.get("TRACEGRAPH_NEO4J_BATCH_ROWS", "10000"))
-# Nodes deleted (or renamed) per transaction when a leftover is removed.
-DELETE_BATCH = 20000
+# Nodes deleted per transaction (with their relationships: an op has a
+# dozen), and renamed per transaction; each within Neo4j's default
+# transaction memory on a 1 GB heap.
+DELETE_BATCH = 5000
+RENAME_BATCH = int(os.environ.get("TRACEGRAPH_NEO4J_RENAME_BATCH", "20000"))
 LEASE_KEY = "tracegraph_lease"
+# How long a reader waits for another process's replace to swap versions.
+SWAP_WAIT_S = 300.0
 
 
 class Neo4jGraph:
@@ -211,9 +227,24 @@ class Neo4jGraph:
 
     # -- storing -----------------------------------------------------------
 
-    def trace_exists(self, name: str) -> bool:
-        res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status", {"name": name})
-        return bool(res.rows) and res.rows[0][0] == "ready"
+    def trace_facts(self, name: str) -> dict[str, Any] | None:
+        """The ready trace's Trace node properties. While a replace swaps
+        versions (status ``swapping``), wait for it; if its process died,
+        finish the swap first (:meth:`sweep`)."""
+        deadline = time.monotonic() + SWAP_WAIT_S
+        while True:
+            res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t", {"name": name})
+            props: dict[str, Any] | None = res.rows[0][0]["properties"] if res.rows else None
+            if props is None or props.get("status") != "swapping":
+                return props if props and props.get("status") == "ready" else None
+            if props.get("lease") not in self._live_leases():
+                self.sweep()
+            elif time.monotonic() > deadline:
+                raise DatabaseError(
+                    f"trace {name!r} is being replaced by another process (for over {SWAP_WAIT_S:.0f} s); try again"
+                )
+            else:
+                time.sleep(0.2)
 
     def store_trace(
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
@@ -221,94 +252,155 @@ class Neo4jGraph:
         check_trace_name(name)
         self.ensure_schema()
         self.sweep()
-        if not replace and self.trace_exists(name):
+        current = self._status(name)
+        if current is not None and current != "ready":
+            raise Conflict(f"trace {name!r} is being {current.removesuffix('ing')}ed by another process; try again")
+        if current == "ready" and not replace:
             raise name_taken(name)
         lease_id = uuid.uuid4().hex
-        temp = f"{name}~load~{lease_id}"
+        # A new name is loaded under that name (readers wait for `ready`); a
+        # replacement under a name of its own, swapped in when complete.
+        target = name if current is None else f"{name}~load~{lease_id}"
         with _Lease(self, lease_id):
             try:
-                props = {**tables.trace_props, "trace": temp, "uid": "trace", "status": "loading", "lease": lease_id}
-                self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
+                props = {**tables.trace_props, "trace": target, "uid": "trace", "status": "loading", "lease": lease_id}
+                try:
+                    self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
+                except Conflict:  # another process created that Trace node meanwhile
+                    raise Conflict(f"trace {name!r} is being loaded by another process; try again") from None
                 checkpoint("load-started")
-                counts = _load(self, temp, tables, progress)
+                counts = _load(self, target, tables, progress)
                 checkpoint("load-written")
-                grave = self._publish(temp, name, lease_id, replace)
+                if target == name:
+                    self.run(
+                        "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease",
+                        {"name": name},
+                        write=True,
+                    )
+                else:
+                    self._swap(name, target, f"{name}~drop~{lease_id}", lease_id)
                 checkpoint("load-published")
             except BaseException:
-                self._delete_all(temp)
+                # A swap under way is left for the next sweep to finish (the
+                # new version is complete); anything else is removed.
+                with contextlib.suppress(DatabaseError, QueryError):
+                    if target == name or self._status(name) != "swapping":
+                        self._delete_all(target)
                 raise
-            if grave:
-                self._delete_all(grave)
         return counts
 
-    def _publish(self, temp: str, name: str, lease_id: str, replace: bool) -> str | None:
-        """One transaction: the old version (if any) to a drop name, the new
-        one to ``name``. Returns the drop name to delete, if any."""
-        grave = f"{name}~drop~{lease_id}"
+    def _status(self, name: str) -> str | None:
+        res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status", {"name": name})
+        return str(res.rows[0][0]) if res.rows else None
 
-        def work(tx: Any) -> bool:
-            old = tx.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status AS s", name=name).single()
-            if old is not None and not replace:
-                raise name_taken(name)
-            if old is not None:
-                _rename_in(tx, name, grave)
-                tx.run(
-                    "MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
-                    grave=grave,
-                    lease=lease_id,
-                ).consume()
-            _rename_in(tx, temp, name)
+    def _swap(self, name: str, temp: str, grave: str, lease_id: str) -> None:
+        """Replace ``name`` by the complete version loaded as ``temp``, in
+        steps that a later sweep can finish if this process dies: the old
+        Trace node says ``swapping`` (readers wait), the old version's nodes
+        go to ``grave`` and the new one's to ``name`` in batches, then one
+        transaction swaps the two Trace nodes; the old version is deleted.
+        No transaction holds more than a batch: Neo4j caps a transaction's
+        memory, and a 100k-op trace has half a million nodes."""
+        res = self.run(
+            "MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' "
+            "SET t.status = 'swapping', t.swap_phase = 'old-out', t.lease = $lease, "
+            "t.replacement = $temp, t.grave = $grave RETURN count(t)",
+            {"name": name, "lease": lease_id, "temp": temp, "grave": grave},
+            write=True,
+        )
+        if not res.rows or not res.rows[0][0]:
+            raise Conflict(f"trace {name!r} changed while it was being replaced; try again")
+        checkpoint("swap-started")
+        self._finish_swap(name, temp, grave, "old-out")
+
+    def _finish_swap(self, name: str, temp: str, grave: str, phase: str) -> None:
+        """The swap from ``phase`` on: ``old-out`` (the old version's nodes
+        moving to ``grave``), then ``new-in`` (the new one's to ``name``; the
+        old Trace node, which stays ``name`` till the end, records the
+        phase), then the flip of the two Trace nodes."""
+        if phase == "old-out":
+            self._rename_all(name, grave)
+            self.run(
+                "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.swap_phase = 'new-in'", {"name": name}, write=True
+            )
+        self._rename_all(temp, name)
+        checkpoint("swap-renamed")
+
+        def flip(tx: Any) -> None:
             tx.run(
-                "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease", name=name
+                "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.trace = $grave, t.status = 'dropping' "
+                "REMOVE t.replacement, t.grave, t.swap_phase",
+                name=name,
+                grave=grave,
             ).consume()
-            return old is not None
+            tx.run(
+                "MATCH (t:Trace {trace: $temp, uid: 'trace'}) SET t.trace = $name, t.status = 'ready' REMOVE t.lease",
+                temp=temp,
+                name=name,
+            ).consume()
 
-        try:
-            had_old = self._transaction(work, write=True)
-        except Conflict:
-            raise name_taken(name) from None
-        return grave if had_old else None
+        self._transaction(flip, write=True)
+        self._delete_all(grave)
+
+    def _rename_all(self, old: str, new: str) -> None:
+        """Every node of ``old`` but its Trace node renamed to ``new``, a batch per transaction."""
+        for label in LABELS:
+            keep = " AND n.uid <> 'trace'" if label == "Trace" else ""
+            while True:
+                res = self.run(
+                    f"MATCH (n:{label} {{trace: $old}}) WHERE true{keep} WITH n LIMIT {RENAME_BATCH} "
+                    "SET n.trace = $new RETURN count(*)",
+                    {"old": old, "new": new},
+                    write=True,
+                )
+                if not res.rows or int(res.rows[0][0]) == 0:
+                    break
+                checkpoint("swap-batch")
 
     def drop_trace(self, name: str) -> int:
+        """One small transaction marks the trace ``dropping`` (gone for
+        every reader at once); its nodes are then deleted in batches, and a
+        sweep finishes the deletion if this process dies."""
         self.sweep()
         lease_id = uuid.uuid4().hex
-        grave = f"{name}~drop~{lease_id}"
-
-        def work(tx: Any) -> int:
-            row = tx.run(
-                "MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' RETURN t.node_count AS n",
-                name=name,
-            ).single()
-            if row is None:
-                raise NotFound(f"no trace named {name!r}")
-            _rename_in(tx, name, grave)
-            tx.run(
-                "MATCH (t:Trace {trace: $grave, uid: 'trace'}) SET t.status = 'dropping', t.lease = $lease",
-                grave=grave,
-                lease=lease_id,
-            ).consume()
-            return int(row["n"] or 0)
-
         with _Lease(self, lease_id):
             checkpoint("drop-started")
-            n: int = self._transaction(work, write=True)
-            checkpoint("drop-renamed")
-            self._delete_all(grave)
+            res = self.run(
+                "MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' "
+                "SET t.status = 'dropping', t.lease = $lease RETURN t.node_count",
+                {"name": name, "lease": lease_id},
+                write=True,
+            )
+            if not res.rows:
+                raise NotFound(f"no trace named {name!r}")
+            checkpoint("drop-marked")
+            self._delete_all(name)
             checkpoint("drop-done")
-        return n
+        return int(res.rows[0][0] or 0)
 
     def sweep(self) -> list[str]:
-        """Delete loads and drops whose owner is gone (no open lease)."""
-        leftovers = self.run("MATCH (t:Trace) WHERE t.status IN ['loading', 'dropping'] RETURN t.trace, t.lease")
+        """Finish what processes that died left half done: a replace's swap
+        (finished, so the new version stands), a load (deleted), a drop
+        (deleted). A process that is alive holds its lease."""
+        leftovers = self.run(
+            "MATCH (t:Trace) WHERE t.status IN ['loading', 'dropping', 'swapping'] "
+            "RETURN t.trace, t.status, t.lease, t.replacement, t.grave, t.swap_phase"
+        )
         if not leftovers.rows:
             return []
         live = self._live_leases()
-        removed = []
-        for trace, lease in leftovers.rows:
-            if lease not in live:
+        done = []
+        dead = [row for row in leftovers.rows if row[2] not in live]
+        replacements = {row[3] for row in dead if row[1] == "swapping"}
+        for trace, status, _lease, replacement, grave, phase in dead:
+            if status == "swapping":
+                self._finish_swap(trace, replacement, grave, phase)
+                done.append(trace)
+        for trace, status, _lease, _replacement, _grave, _phase in dead:
+            if status != "swapping" and trace not in replacements:
                 self._delete_all(trace)
-                removed.append(trace)
-        return removed
+                done.append(trace)
+        return done
 
     def _live_leases(self) -> set[str]:
         res = self.run(
@@ -377,11 +469,6 @@ def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
         "properties_set": c.properties_set,
     }
     return Result(columns=keys, rows=rows, stats=stats)
-
-
-def _rename_in(tx: Any, old: str, new: str) -> None:
-    for label in LABELS:
-        tx.run(f"MATCH (n:{label} {{trace: $old}}) SET n.trace = $new", old=old, new=new).consume()
 
 
 def _load(graph: Neo4jGraph, trace: str, tables: TraceTables, progress: Progress | None) -> dict[str, dict[str, int]]:
