@@ -81,7 +81,7 @@ def _cypher_string(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _cypher_literal(v) -> str:
+def _cypher_literal(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):

@@ -31,7 +31,7 @@ class Job:
     total: int | None = None
     error: str | None = None
     error_status: int | None = None  # the HTTP status the error maps to
-    result: dict | None = None
+    result: dict[str, Any] | None = None
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
@@ -74,13 +74,13 @@ class JobManager:
     def __init__(self, kept: int = 1000) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-ingest")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
-        self._futures: dict[str, Future] = {}
+        self._futures: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
         self._kept = max(kept, 1)
 
     def submit(
         self, trace: str, files: list[str], work: Callable[[Job], None], on_cancel: Callable[[], None] | None = None
-    ) -> tuple[Job, Future]:
+    ) -> tuple[Job, Future[None]]:
         """Queue ``work(job)``; it sets the job's outcome itself."""
         job = Job(id=uuid.uuid4().hex, trace=trace, files=files)
 

@@ -141,8 +141,8 @@ class WhatIfIn(BaseModel):
     )
 
 
-def error_responses(*codes: int) -> dict:
-    out: dict = {}
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    out: dict[int | str, dict[str, Any]] = {}
     for c in codes:
         out[c] = {"model": ValidationErrorOut if c == 422 else ErrorOut}
     return out

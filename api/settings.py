@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from typing import Any
 
 from tracegraph.errors import BadRequest
 
@@ -50,7 +51,7 @@ class Settings:
     max_upload_files: int = 16
 
     @classmethod
-    def from_env(cls, **overrides) -> Settings:
+    def from_env(cls, **overrides: Any) -> Settings:
         s = cls(
             api_key=os.environ.get("TRACEGRAPH_API_KEY") or None,
             max_upload_bytes=_int("TRACEGRAPH_MAX_UPLOAD_BYTES", cls.max_upload_bytes),

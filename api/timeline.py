@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,10 @@ MAX_BARS = 40_000  # per window answer, over all lanes
 MAX_PX = 8192
 
 
+# One bar: (start, end, name, type, the op it belongs to).
+Bar = tuple[float, float, str, str, str]
+
+
 @dataclass
 class Lane:
     """One row of the timeline: bars sorted by start, none inside another's run of merging."""
@@ -81,7 +86,7 @@ class Lane:
     types: list[str]
     ops: list[str]  # the op a bar belongs to (the op itself for op lanes)
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "name": self.name,
@@ -102,7 +107,7 @@ class TraceTimeline:
     # highlight source name -> (per-lane masks, the analysis's note, how many ops it named)
     highlights: dict[str, tuple[list[np.ndarray], str | None, int]] = field(default_factory=dict)
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {
             "trace": self.trace,
             "t_min": self.t_min,
@@ -116,7 +121,7 @@ def _short_device(device: str | None) -> str:
     return d.split("/", 4)[-1] if d.startswith("/job:") else d
 
 
-def _lane(lane_id: int, name: str, device: str, kind: str, rows: list) -> Lane:
+def _lane(lane_id: int, name: str, device: str, kind: str, rows: list[Bar]) -> Lane:
     start = np.array([r[0] for r in rows], dtype=np.float64)
     end = np.maximum(np.array([r[1] for r in rows], dtype=np.float64), start)
     reach = np.maximum.accumulate(end) if end.size else end
@@ -125,12 +130,12 @@ def _lane(lane_id: int, name: str, device: str, kind: str, rows: list) -> Lane:
     )
 
 
-def pack_ops(rows: list[tuple]) -> list[list[tuple]]:
+def pack_ops(rows: list[Bar]) -> list[list[Bar]]:
     """Split one device's ops (sorted by start) into rows without overlap,
     each op into the lowest-numbered row free at its start."""
     free: list[int] = []  # row numbers free now, as a heap
     busy: list[tuple[float, int]] = []  # (end, row) of the op last put in each busy row
-    out: list[list[tuple]] = []
+    out: list[list[Bar]] = []
     for r in rows:
         start, end = r[0], max(r[1], r[0])
         while busy and busy[0][0] <= start:
@@ -145,10 +150,12 @@ def pack_ops(rows: list[tuple]) -> list[list[tuple]]:
     return out
 
 
-def build(trace: str, key: object, op_rows: list, kernel_rows: list) -> TraceTimeline:
+def build(
+    trace: str, key: object, op_rows: Sequence[Sequence[Any]], kernel_rows: Sequence[Sequence[Any]]
+) -> TraceTimeline:
     """Lanes from the rows of OPS_QUERY and KERNELS_QUERY."""
     lanes: list[Lane] = []
-    by_device: dict[str, dict[str, list]] = {}
+    by_device: dict[str, dict[str, list[Bar]]] = {}
     critical: set[str] = set()
     for name, typ, device, s, e, cp_step in op_rows:
         by_device.setdefault(device or "", {}).setdefault("", []).append((float(s), float(e), name, typ, name))
@@ -193,7 +200,7 @@ def window(
     lane_ids: list[int] | None = None,
     mask: list[np.ndarray] | None = None,
     max_bars: int = MAX_BARS,
-) -> dict:
+) -> dict[str, Any]:
     """The bars of [t0, t1) drawn ``px`` pixels wide, merged below a pixel.
 
     Columnar per lane: ``s``/``e`` start and end, ``n`` how many bars it
@@ -268,7 +275,7 @@ def window(
     }
 
 
-def _empty(li: int) -> dict:
+def _empty(li: int) -> dict[str, Any]:
     return {"id": li, "s": [], "e": [], "n": [], "h": [], "i": [], "names": {}}
 
 
@@ -281,7 +288,7 @@ class TimelineCache:
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
 
-    def get(self, trace: str, key: object, load) -> TraceTimeline:
+    def get(self, trace: str, key: object, load: Callable[[], TraceTimeline]) -> TraceTimeline:
         with self._lock:
             tl = self._items.get(trace)
             if tl is not None and tl.key == key:

@@ -177,19 +177,19 @@ class OpOut(BaseModel):
 _cache = tlmod.TimelineCache(size=4)
 
 
-def _facts(graph: GraphHolder, trace: str) -> dict:
+def _facts(graph: GraphHolder, trace: str) -> dict[str, Any]:
     from tracegraph.queries.run import trace_facts
 
     return trace_facts(graph, trace)  # NotFound -> 404
 
 
-def _version(facts: dict) -> tuple:
+def _version(facts: dict[str, Any]) -> tuple[Any, ...]:
     """What tells one stored version of a trace from another (ingested_at has
     whole seconds: a replace within the same second still changes the counts)."""
     return tuple(facts.get(k) for k in ("ingested_at", "node_count", "relationship_count", "sources", "span_us"))
 
 
-def _timeline(graph: GraphHolder, settings: Settings, trace: str) -> tuple[tlmod.TraceTimeline, dict]:
+def _timeline(graph: GraphHolder, settings: Settings, trace: str) -> tuple[tlmod.TraceTimeline, dict[str, Any]]:
     facts = _facts(graph, trace)
     timeout = settings.query_timeout_ms or None
     key = _version(facts)
@@ -209,7 +209,7 @@ def index() -> FileResponse:
 
 
 @router.get("/highlights", response_model=list[HighlightOut], summary="What the timeline can highlight")
-def highlights() -> list[dict]:
+def highlights() -> list[dict[str, Any]]:
     return [{"name": s.name, "label": s.label, "analysis": s.analysis} for s in available_highlights()]
 
 

@@ -14,11 +14,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
 
 MAX_FIELD_BYTES = 64 * 1024
 WRITE_BATCH = 1024 * 1024
@@ -65,7 +69,7 @@ class _Reader:
         self._field: str | None = None
         self._data = bytearray()
         self._file: UploadedFile | None = None
-        self._fh = None
+        self._fh: IO[bytes] | None = None  # open while a file part is read
         self._fields = 0
         self.in_part = False
 
@@ -117,6 +121,7 @@ class _Reader:
             self._file.size += n
             if self.upload.total_bytes > self.max_bytes:
                 raise _Refused(413, f"upload larger than the limit of {self.max_bytes:,} bytes")
+            assert self._fh is not None  # opened with the part's file
             self._fh.write(data[start:end])
         else:
             if len(self._data) + n > MAX_FIELD_BYTES:
@@ -126,6 +131,7 @@ class _Reader:
     def on_part_end(self) -> None:
         self.in_part = False
         if self._file is not None:
+            assert self._fh is not None  # opened with the part's file
             self._fh.close()
             self._fh = None
         elif self._field is not None:
@@ -167,17 +173,14 @@ async def read_upload(request: Request, *, max_bytes: int, max_files: int, uploa
         os.makedirs(upload_dir, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix="tracegraph-upload-", dir=upload_dir))
     reader = _Reader(tmpdir, max_bytes, max_files)
-    callbacks = {
-        name: getattr(reader, name)
-        for name in (
-            "on_part_begin",
-            "on_part_data",
-            "on_part_end",
-            "on_header_field",
-            "on_header_value",
-            "on_header_end",
-            "on_headers_finished",
-        )
+    callbacks: MultipartCallbacks = {
+        "on_part_begin": reader.on_part_begin,
+        "on_part_data": reader.on_part_data,
+        "on_part_end": reader.on_part_end,
+        "on_header_field": reader.on_header_field,
+        "on_header_value": reader.on_header_value,
+        "on_header_end": reader.on_header_end,
+        "on_headers_finished": reader.on_headers_finished,
     }
     try:
         parser = MultipartParser(boundary, callbacks)

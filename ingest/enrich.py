@@ -33,6 +33,7 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracegraph.dag import dag_passes, dependency_dag
@@ -41,12 +42,15 @@ from tracegraph.facts import Fact
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.observed_path import observed_path
 
+# A property value of the Trace node (None: left out when stored).
+TraceProp = str | int | float | bool | None
+
 
 @dataclass
 class Summary:
     """Trace-level facts stored on the Trace node."""
 
-    props: dict = field(default_factory=dict)
+    props: dict[str, TraceProp] = field(default_factory=dict)
 
 
 def enrich(tf: TraceFrames) -> Summary:
@@ -85,7 +89,7 @@ def _weights(tf: TraceFrames) -> pd.Series:
     return weight.where(executed, 0.0).astype(float)
 
 
-def _dag_passes(tf: TraceFrames) -> dict:
+def _dag_passes(tf: TraceFrames) -> dict[str, TraceProp]:
     """Critical path (by weight) and longest chain (by op count)."""
     ops = tf.ops
     n = len(ops)
@@ -135,7 +139,7 @@ def check_acyclic(tf: TraceFrames) -> None:
         raise DependencyCycle(e.cycle, labels) from None
 
 
-def _memory(tf: TraceFrames) -> dict:
+def _memory(tf: TraceFrames) -> dict[str, TraceProp]:
     """Per allocator running sum, peak and timeline; stored on allocators."""
     al = tf.allocators
     for c in ("peak_bytes", "peak_us", "timeline_us", "timeline_bytes"):
@@ -165,8 +169,10 @@ def _memory(tf: TraceFrames) -> dict:
         row = al.index[al["uid"] == uid][0]
         al.at[row, "peak_bytes"] = int(pts["live"].iloc[i])
         al.at[row, "peak_us"] = float(pts["t"].iloc[i])
-        al.at[row, "timeline_us"] = pts["t"].astype(float).tolist()
-        al.at[row, "timeline_bytes"] = pts["live"].astype(int).tolist()
+        # A list in one cell of an object column is what pandas stores here;
+        # pandas-stubs types .at[] assignments as scalars only.
+        al.at[row, "timeline_us"] = pts["t"].astype(float).tolist()  # type: ignore[assignment]
+        al.at[row, "timeline_bytes"] = pts["live"].astype(int).tolist()  # type: ignore[assignment]
         peak_all = max(peak_all, float(pts["live"].iloc[i]))
     return {"memory_peak_bytes": int(peak_all)}
 
@@ -188,17 +194,19 @@ def _stream_order(tf: TraceFrames) -> None:
     k.loc[ordered.index, "gap_after_us"] = gap.where(nxt.notna(), None)
 
 
-def union_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+def union_intervals(
+    starts: npt.ArrayLike, ends: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The union of intervals ``[start, end)`` as sorted, disjoint segments
     (intervals that touch or overlap merge; NaN intervals are ignored)."""
-    starts = np.asarray(starts, dtype=float)
-    ends = np.asarray(ends, dtype=float)
-    keep = ~(np.isnan(starts) | np.isnan(ends))
-    starts, ends = starts[keep], np.maximum(ends[keep], starts[keep])
-    if len(starts) == 0:
+    starts_a = np.asarray(starts, dtype=float)
+    ends_a = np.asarray(ends, dtype=float)
+    keep = ~(np.isnan(starts_a) | np.isnan(ends_a))
+    starts_a, ends_a = starts_a[keep], np.maximum(ends_a[keep], starts_a[keep])
+    if len(starts_a) == 0:
         return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    order = np.argsort(starts_a, kind="stable")
+    s, e = starts_a[order], ends_a[order]
     running = np.maximum.accumulate(e)
     new = np.ones(len(s), dtype=bool)
     new[1:] = s[1:] > running[:-1]
@@ -206,24 +214,26 @@ def union_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     return s[first], np.maximum.reduceat(e, first)
 
 
-def covered(seg_starts, seg_ends, starts, ends) -> np.ndarray:
+def covered(
+    seg_starts: npt.ArrayLike, seg_ends: npt.ArrayLike, starts: npt.ArrayLike, ends: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
     """For each interval ``[start, end)``, how much of it the disjoint sorted
     segments cover."""
-    seg_starts = np.asarray(seg_starts, dtype=float)
-    seg_ends = np.asarray(seg_ends, dtype=float)
-    starts = np.asarray(starts, dtype=float)
-    ends = np.asarray(ends, dtype=float)
-    if len(seg_starts) == 0:
-        return np.zeros(len(starts))
-    lengths = seg_ends - seg_starts
+    seg_starts_a = np.asarray(seg_starts, dtype=float)
+    seg_ends_a = np.asarray(seg_ends, dtype=float)
+    starts_a = np.asarray(starts, dtype=float)
+    ends_a = np.asarray(ends, dtype=float)
+    if len(seg_starts_a) == 0:
+        return np.zeros(len(starts_a))
+    lengths = seg_ends_a - seg_starts_a
     before = np.concatenate([[0.0], np.cumsum(lengths)])  # covered length before segment i
 
-    def upto(x):  # covered length in (-inf, x]
-        i = np.searchsorted(seg_starts, x, side="right") - 1
-        inside = np.clip(x - seg_starts[np.maximum(i, 0)], 0.0, lengths[np.maximum(i, 0)])
+    def upto(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:  # covered length in (-inf, x]
+        i = np.searchsorted(seg_starts_a, x, side="right") - 1
+        inside = np.clip(x - seg_starts_a[np.maximum(i, 0)], 0.0, lengths[np.maximum(i, 0)])
         return np.where(i < 0, 0.0, before[np.maximum(i, 0)] + inside)
 
-    return np.maximum(upto(ends) - upto(starts), 0.0)
+    return np.maximum(upto(ends_a) - upto(starts_a), 0.0)
 
 
 def _degrees(tf: TraceFrames) -> None:
@@ -280,7 +290,7 @@ def _copy_exposure(tf: TraceFrames) -> None:
     k["exposed_us"] = exposed
 
 
-def _facts(tf: TraceFrames) -> dict:
+def _facts(tf: TraceFrames) -> dict[str, TraceProp]:
     """What the trace has, so analyses can say ``not available`` precisely."""
     ops = tf.ops
     timed = tf.time_unit in ("us", "step")

@@ -20,6 +20,7 @@ Conventions every parser must follow:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -43,13 +44,17 @@ SYNC_KINDS = ("host_wait", "stream_wait")
 FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch")
 TIME_UNITS = ("us", "step", "none")
 
+# One row of a frame as the parsers build it: column name -> value (the
+# columns and their types are those :mod:`schema` declares for the table).
+Row = dict[str, Any]
+
 
 def empty(columns: list[str]) -> pd.DataFrame:
     """A zero-row frame with the given columns (object dtype)."""
     return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 
 
-def frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+def frame(rows: list[Row], columns: list[str]) -> pd.DataFrame:
     """Build a frame from dict rows, keeping exactly ``columns`` in order.
 
     Keys a row lacks become None; extra keys are an error in the parser, so
@@ -94,7 +99,11 @@ class TraceFrames:
     syncs: pd.DataFrame = field(default_factory=lambda: empty(SYNC_COLUMNS))
     # Free-form facts about the trace (e.g. {"model": "alexnet"}), stored on
     # the Trace node as ``meta_<key>`` properties.
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    # The order elements ran in along the observed critical path: set by
+    # enrichment (:mod:`observed_path`), None before; enrichment's output,
+    # so no constructor argument and not part of repr or equality.
+    observed_next: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Every table of :mod:`schema` that the frames hold, by name."""
@@ -170,7 +179,7 @@ class TraceFrames:
         _refs(self.allocations["allocator"], set(self.allocators["uid"]), "allocations.allocator")
 
 
-def _refs(values: pd.Series, known: set, what: str) -> None:
+def _refs(values: pd.Series, known: set[Any], what: str) -> None:
     bad = [v for v in values if v not in known]
     if bad:
         raise ValueError(f"{what} refers to unknown {bad[0]!r}")

@@ -24,7 +24,11 @@ from tracegraph.ingest.frames import TraceFrames
 def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
     """The enriched frames as node and relationship tables, plus the Trace node's properties."""
     frames = _frames(tf)
-    nodes = [NodeTable(t.label, t.name, frames[t.name], tuple(t.properties())) for t in schema.NODE_TABLES]
+    nodes = [
+        NodeTable(t.label, t.name, frames[t.name], tuple(t.properties()))
+        for t in schema.NODE_TABLES
+        if t.label is not None  # always: NODE_TABLES are the tables with a label
+    ]
     rels = []
     for r in schema.RELATIONSHIPS:
         df = frames[r.table]
@@ -61,7 +65,7 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
 
     deps = tf.deps
     syncs = tf.syncs
-    nxt = getattr(tf, "observed_next", None)
+    nxt = tf.observed_next
     if nxt is None:
         nxt = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
     return {

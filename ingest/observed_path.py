@@ -71,6 +71,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -102,6 +103,9 @@ KINDS = ("cpu_op", "runtime", "sync", "kernel", "memcpy", "communication", "idle
 _KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
 _EPS = 1e-9
 PATH_COLUMNS = [c.name for c in schema.PATH]
+_T = TypeVar("_T")
+# One segment of the path: (element, kind, start, elapsed, counted).
+Segment = tuple[int, str, float, float, bool]
 
 
 @dataclass
@@ -109,11 +113,11 @@ class _Edges:
     """Edge lists: source and target node, weight, kind and the element
     (op or kernel position) a segment on this edge is attributed to."""
 
-    src: list
-    dst: list
-    weight: list
-    kind: list
-    attr: list
+    src: list[int]
+    dst: list[int]
+    weight: list[float]
+    kind: list[str]
+    attr: list[int]
 
     def add(self, s: int, d: int, w: float, kind: str, attr: int) -> None:
         self.src.append(s)
@@ -123,7 +127,7 @@ class _Edges:
         self.attr.append(attr)
 
 
-def observed_path(tf: TraceFrames) -> dict:
+def observed_path(tf: TraceFrames) -> dict[str, float | None]:
     """Compute the path, store its segments on ``tf.ops``/``tf.kernels``
     (``ocp_*`` columns) and the element order in ``tf.observed_next``;
     return the Trace properties."""
@@ -132,7 +136,11 @@ def observed_path(tf: TraceFrames) -> dict:
         for c in PATH_COLUMNS:
             df[c] = None
     tf.observed_next = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
-    empty = {"observed_path_us": None, "observed_path_span_us": None, "observed_path_segments": None}
+    empty: dict[str, float | None] = {
+        "observed_path_us": None,
+        "observed_path_span_us": None,
+        "observed_path_segments": None,
+    }
     if tf.time_unit not in ("us", "step") or (ops.empty and kernels.empty):
         return empty
     g = _Graph(tf)
@@ -179,7 +187,7 @@ class _Graph:
         kuids = kernels["uid"].tolist()
         self.kernel_element = {kuids[r]: n_ops + i for i, r in enumerate(self.kernel_rows)}
         names = ops["name"].tolist()
-        self.role = []
+        self.role: list[str] = []
         for r in self.op_rows:
             cat = category[r]
             if cat in RUNTIME_CATEGORIES:
@@ -199,19 +207,19 @@ class _Graph:
 
     # --- host side ---
 
-    def _host_edges(self, tf: TraceFrames, uids: list, threads: list) -> None:
+    def _host_edges(self, tf: TraceFrames, uids: list[str], threads: list[Any]) -> None:
         parents = tf.ops["parent"].tolist()
         index = {u: i for i, u in enumerate(uids)}
         keep = set(self.op_rows.tolist())
         # nearest ancestor that is a path op
-        path_parent = []
+        path_parent: list[int] = []
         for r in self.op_rows:
             p = parents[r]
             while isinstance(p, str) and index[p] not in keep:
                 p = parents[index[p]]
             path_parent.append(self.op_element[p] if isinstance(p, str) else -1)
-        children: dict[int, list] = {}
-        top: dict[str, list] = {}
+        children: dict[int, list[tuple[float, float, int]]] = {}
+        top: dict[str, list[tuple[tuple[float, float, int], bool]]] = {}
         seq = pd.to_numeric(tf.ops["seq"], errors="coerce").fillna(np.inf).to_numpy(float)
         for e, r in enumerate(self.op_rows):
             key = (self.t[2 * e], seq[r], e)
@@ -258,7 +266,7 @@ class _Graph:
         k = tf.kernels.iloc[self.kernel_rows]
         n_ops, t = self.n_ops, self.t
         launch = [lu if isinstance(lu, str) else ou for lu, ou in zip(k["launch"].tolist(), k["op"].tolist())]
-        waits: dict[int, list] = {}
+        waits: dict[int, list[int]] = {}
         for s, d, kind in zip(tf.syncs["src"], tf.syncs["dst"], tf.syncs["kind"]):
             a = self.kernel_element.get(s)
             if a is None:
@@ -274,7 +282,7 @@ class _Graph:
                     self.e.add(2 * a + 1, 2 * b, 0.0, "sync", b)
         streams = k["stream"].tolist()
         order = sorted(range(len(k)), key=lambda i: (streams[i], t[2 * (n_ops + i)], t[2 * (n_ops + i) + 1], i))
-        last: dict = {}
+        last: dict[str, int] = {}
         for i in order:
             e = n_ops + i
             self.e.add(2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e)
@@ -299,7 +307,7 @@ class _Graph:
 
     # --- the pass ---
 
-    def longest(self) -> list[tuple]:
+    def longest(self) -> list[Segment]:
         """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
         n = self.n_nodes
         src = np.asarray(self.e.src, dtype=np.int64)
@@ -337,22 +345,22 @@ class _Graph:
             if not back.any():
                 raise ValueError("the happens-before graph has a cycle")
             keep = (~back).tolist()
-            self.e = _Edges(
-                *[
-                    [v for v, k in zip(x, keep) if k]
-                    for x in (self.e.src, self.e.dst, self.e.weight, self.e.kind, self.e.attr)
-                ]
-            )
+
+            def kept(x: list[_T]) -> list[_T]:
+                return [v for v, k in zip(x, keep) if k]
+
+            e = self.e
+            self.e = _Edges(kept(e.src), kept(e.dst), kept(e.weight), kept(e.kind), kept(e.attr))
             return self.longest()
         best_arr = np.asarray(best)
         top = best_arr.max()
         cands = np.flatnonzero(best_arr >= top - _EPS)
         end = int(min(cands.tolist(), key=lambda v: (t[v], v)))
-        path_edges = []
+        path_edges: list[int] = []
         while pred[end] >= 0:
             path_edges.append(pred[end])
             end = int(src[pred[end]])
-        rows = []
+        rows: list[Segment] = []
         for eid in reversed(path_edges):
             s, d = int(src[eid]), int(dst[eid])
             elapsed = max(0.0, float(t[d] - t[s]))
@@ -362,10 +370,10 @@ class _Graph:
         return rows
 
 
-def _device_name(tf: TraceFrames, device) -> str:
+def _device_name(tf: TraceFrames, device: object) -> str:
     if not isinstance(device, str):
         return "host"
-    names = dict(zip(tf.devices["uid"], tf.devices["name"]))
+    names: dict[str, str] = dict(zip(tf.devices["uid"], tf.devices["name"]))
     return names.get(device, device)
 
 
@@ -375,19 +383,21 @@ def _kernel_resources(tf: TraceFrames, rows: np.ndarray) -> list[str]:
     out = []
     for stream in tf.kernels["stream"].iloc[rows].tolist():
         if stream in s.index:
-            out.append(f"{dev_names.get(s.at[stream, 'device'], '')}/{s.at[stream, 'name']}")
+            device: Any = s.at[stream, "device"]  # cells of an object column: untyped
+            name: Any = s.at[stream, "name"]
+            out.append(f"{dev_names.get(device, '')}/{name}")
         else:
             out.append(str(stream))
     return out
 
 
-def _store(tf: TraceFrames, g: _Graph, rows: list[tuple]) -> None:
-    per: dict[int, list] = {}
+def _store(tf: TraceFrames, g: _Graph, rows: list[Segment]) -> None:
+    per: dict[int, list[Segment]] = {}
     for step, (elem, kind, start, dur, counted) in enumerate(rows):
         per.setdefault(elem, []).append((step, kind, start, dur, counted))
     ops, kernels = tf.ops, tf.kernels
-    cols = {c: [None] * len(ops) for c in PATH_COLUMNS}
-    kcols = {c: [None] * len(kernels) for c in PATH_COLUMNS}
+    cols: dict[str, list[Any]] = {c: [None] * len(ops) for c in PATH_COLUMNS}
+    kcols: dict[str, list[Any]] = {c: [None] * len(kernels) for c in PATH_COLUMNS}
     for elem, segs in per.items():
         if elem < g.n_ops:
             target, pos, res = cols, int(g.op_rows[elem]), g.resource[elem]
@@ -403,13 +413,13 @@ def _store(tf: TraceFrames, g: _Graph, rows: list[tuple]) -> None:
     for c in PATH_COLUMNS:
         ops[c] = cols[c]
         kernels[c] = kcols[c]
-    uid_of = {}
+    uid_of: dict[int, tuple[Any, str]] = {}  # (uid, label); uid: a cell of an object column
     for elem in per:
         if elem < g.n_ops:
             uid_of[elem] = (ops["uid"].iat[int(g.op_rows[elem])], "Op")
         else:
             uid_of[elem] = (kernels["uid"].iat[int(g.kernel_rows[elem - g.n_ops])], "Kernel")
-    nxt = []
+    nxt: list[dict[str, Any]] = []
     for step in range(len(rows) - 1):
         a, b = rows[step][0], rows[step + 1][0]
         if a != b:

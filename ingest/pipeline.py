@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from tracegraph.db.base import Graph, TraceTables, check_trace_name
 from tracegraph.errors import DependencyCycle, InputError, UnknownFormat, UserError
@@ -31,8 +32,8 @@ def _size(path: Path) -> int:
 @dataclass
 class IngestReport:
     trace: str
-    counts: dict
-    timings: dict = field(default_factory=dict)
+    counts: dict[str, dict[str, int]]
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Prepared:
 
     trace: str
     tables: TraceTables
-    timings: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def detect(path: Path) -> str:
@@ -163,7 +164,7 @@ def _parse_named(named: list[tuple[str, Path]]) -> TraceFrames:
     # Formats whose files are parts of one run (PyTorch ranks) read them together.
     kinds = {n for n, _ in named}
     if len(named) > 1 and len(kinds) == 1 and hasattr(formats.get(named[0][0]), "parse_many"):
-        return formats.get(named[0][0]).parse_many([p for _, p in named])
+        return cast(formats.RunFormat, formats.get(named[0][0])).parse_many([p for _, p in named])
     parsed = [(name, p, formats.get(name).parse(p)) for name, p in named]
     if len(parsed) == 1:
         return parsed[0][2]
@@ -173,7 +174,7 @@ def _parse_named(named: list[tuple[str, Path]]) -> TraceFrames:
         primary, extras = extras[:1], extras[1:]
     base = primary[0][2]
     for name, _, tf in extras:
-        base = formats.get(name).merge(base, tf)
+        base = cast(formats.DetailFormat, formats.get(name)).merge(base, tf)
     return base
 
 

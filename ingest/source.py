@@ -11,11 +11,11 @@ naming the file and, where there is one, the line.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest.limits import MAX_FILE_BYTES, MAX_LINE_BYTES, SNIFF_BYTES, human
@@ -89,7 +89,7 @@ def _decode(path: Path, data: bytes, first_line: int = 1) -> str:
         raise InputError(path, "not UTF-8 text", f"line {line}") from None
 
 
-def open_binary(path: Path, fmt: str) -> BinaryIO:
+def open_binary(path: Path, fmt: str) -> io.BufferedReader:
     """The file opened for reading bytes, after the size check."""
     check_size(path, fmt)
     try:

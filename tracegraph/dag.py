@@ -17,12 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracegraph.errors import DependencyCycle
 
 # Slack below this is zero: sums of float microseconds are not exact.
 EPS = 1e-6
+
+# The tie-break key of an op: (seq, or +inf when it has none; uid).
+Rank = tuple[float, Any]
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Dag:
     preds: list[list[int]]
     succs: list[list[int]]
     order: list[int]
-    rank: list[tuple]
+    rank: list[Rank]
     executed: np.ndarray
 
 
@@ -57,7 +61,7 @@ class Passes:
     slack: np.ndarray
     pred: list[int]
     path: list[int]
-    steps: list
+    steps: list[int | None]
     length: float
 
 
@@ -98,7 +102,8 @@ def dag_passes(dag: Dag, weight: Any) -> Passes:
         lf[i] = min((lf[s] - weight[s] for s in dag.succs[i]), default=length)
     slack = np.where(np.abs(lf - ef) < EPS, 0.0, lf - ef)
     steps = _path_steps(ef, pred, order, dag.rank)
-    path = sorted((i for i, s in enumerate(steps) if s is not None), key=lambda i: steps[i])
+    on_path = {i: s for i, s in enumerate(steps) if s is not None}
+    path = sorted(on_path, key=on_path.__getitem__)
     return Passes(
         es=ef - weight,
         ef=ef,
@@ -112,18 +117,20 @@ def dag_passes(dag: Dag, weight: Any) -> Passes:
     )
 
 
-def _rank_of(seqs, uids) -> list[tuple]:
+def _rank_of(seqs: Sequence[Any], uids: Sequence[Any]) -> list[Rank]:
     seq = pd.to_numeric(pd.Series(list(seqs), dtype=object), errors="coerce").fillna(np.inf).tolist()
     return list(zip(seq, list(uids)))
 
 
-def _topological(preds, succs, rank, executed) -> list[int]:
+def _topological(
+    preds: list[list[int]], succs: list[list[int]], rank: list[Rank], executed: npt.NDArray[np.bool_]
+) -> list[int]:
     """Kahn's order over executed ops (sources by rank first). Ops on or
     after a cycle never become ready: the order is then short of them."""
     n = len(preds)
     indeg = [len(p) for p in preds]
     ready = deque(sorted((i for i in range(n) if executed[i] and indeg[i] == 0), key=lambda i: rank[i]))
-    order = []
+    order: list[int] = []
     while ready:
         i = ready.popleft()
         order.append(i)
@@ -134,7 +141,7 @@ def _topological(preds, succs, rank, executed) -> list[int]:
     return order
 
 
-def _cycle(preds, rank, executed, done: set) -> list[int]:
+def _cycle(preds: list[list[int]], rank: list[Rank], executed: npt.NDArray[np.bool_], done: set[int]) -> list[int]:
     """One cycle among the ops Kahn's order left out, in dependency order,
     starting and ending at its lowest-ranked op. Every such op has a
     predecessor that was left out too, so walking back (to the
@@ -153,7 +160,9 @@ def _cycle(preds, rank, executed, done: set) -> list[int]:
     return loop + loop[:1]
 
 
-def _longest(order, preds, weight, rank) -> tuple[np.ndarray, list[int]]:
+def _longest(
+    order: list[int], preds: list[list[int]], weight: npt.NDArray[np.float64], rank: list[Rank]
+) -> tuple[npt.NDArray[np.float64], list[int]]:
     """Forward pass: finish[i] = weight[i] + max finish of preds, and the
     argmax predecessor (-1 for sources)."""
     n = len(weight)
@@ -170,14 +179,16 @@ def _longest(order, preds, weight, rank) -> tuple[np.ndarray, list[int]]:
     return finish, best
 
 
-def _path_steps(finish, pred, order, rank) -> list:
+def _path_steps(
+    finish: npt.NDArray[np.float64], pred: list[int], order: list[int], rank: list[Rank]
+) -> list[int | None]:
     """0-based step of each op on the path ending at the max-finish op."""
     end = min(order, key=lambda i: (-finish[i], rank[i]))
-    path = []
+    path: list[int] = []
     while end >= 0:
         path.append(end)
         end = pred[end]
-    steps = [None] * len(finish)
+    steps: list[int | None] = [None] * len(finish)
     for step, i in enumerate(reversed(path)):
         steps[i] = step
     return steps

@@ -9,6 +9,8 @@ its traceback.
 
 from __future__ import annotations
 
+import os
+
 
 class UserError(Exception):
     """A problem with what the user asked for (a bad parameter, say).
@@ -53,7 +55,7 @@ class InputError(UserError):
 
     http_status = 400
 
-    def __init__(self, path: str, what: str, where: str = "") -> None:
+    def __init__(self, path: str | os.PathLike[str], what: str, where: str = "") -> None:
         self.path = str(path)
         self.what = what
         self.where = where

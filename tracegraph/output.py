@@ -88,7 +88,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _csv_cell(v):
+def _csv_cell(v: object) -> object:
     if isinstance(v, (dict, list)):
         return json.dumps(v, default=str)
     return "" if v is None else v

@@ -24,7 +24,34 @@ adds shapes and control inputs to StepStats) also expose
 from __future__ import annotations
 
 from importlib import import_module
-from types import ModuleType
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from tracegraph.ingest.frames import TraceFrames
+
+
+class Format(Protocol):
+    """What every format module exposes (see above)."""
+
+    NAME: str
+
+    def sniff(self, head: bytes) -> bool: ...
+
+    def parse(self, path: Path) -> TraceFrames: ...
+
+
+class RunFormat(Format, Protocol):
+    """A format whose files are parts of one run, read together."""
+
+    def parse_many(self, paths: list[Path]) -> TraceFrames: ...
+
+
+class DetailFormat(Format, Protocol):
+    """A format that only adds detail to another format's trace."""
+
+    def merge(self, base: TraceFrames, extra: TraceFrames) -> TraceFrames: ...
+
 
 # Order matters for sniffing: the most specific formats first.
 _MODULES = {
@@ -42,6 +69,23 @@ def names() -> list[str]:
     return list(_MODULES)
 
 
-def get(name: str) -> ModuleType:
+def get(name: str) -> Format:
     """The module implementing format ``name`` (KeyError if unknown)."""
-    return import_module(f"{__name__}.{_MODULES[name]}")
+    return cast(Format, import_module(f"{__name__}.{_MODULES[name]}"))
+
+
+if TYPE_CHECKING:
+    # The modules are imported on demand (above); here mypy checks that
+    # each one implements its protocol.
+    from tracegraph.ingest.formats import (
+        chainer_graph,
+        megengine_profile,
+        pytorch_kineto,
+        tf_oplist,
+        tf_opnames,
+        tf_stepstats,
+    )
+
+    _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, tf_opnames, tf_stepstats)
+    _CHECKED_RUN: RunFormat = pytorch_kineto
+    _CHECKED_DETAIL: DetailFormat = tf_oplist

@@ -68,6 +68,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.frames import (
@@ -78,6 +79,7 @@ from tracegraph.ingest.frames import (
     DEVICE_COLUMNS,
     OP_COLUMNS,
     TENSOR_COLUMNS,
+    Row,
     TraceFrames,
     frame,
 )
@@ -110,7 +112,7 @@ class Apply:
     inputs: list[tuple[int, str, int]]  # (block id, role, line)
     outputs: list[tuple[int, int]]  # (block id, line)
     function: str
-    attrs: dict
+    attrs: dict[str, Any]  # the JSON object of the file
     rank: int
 
 
@@ -224,7 +226,7 @@ def _read_apply(cur: _Cursor, blocks: dict[int, Block], index: int) -> Apply:
     no, text = cur.next("JSON attributes")
     try:
         attrs = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:  # what json.loads raises for text
         raise cur.error(f"attributes are not JSON ({e.msg}, column {e.colno})", no) from None
     if not isinstance(attrs, dict):
         raise cur.error("attributes are not a JSON object", no)
@@ -311,12 +313,12 @@ _Readers = dict[str, list[tuple[Apply, int]]]  # tensor uid -> (reader, line of 
 
 def _link(
     path: Path, blocks: dict[int, Block], order: list[Apply]
-) -> tuple[dict[str, dict], dict[str, Apply], _Readers, list[dict]]:
+) -> tuple[dict[str, Row], dict[str, Apply], _Readers, list[Row]]:
     """Tensor rows (blocks, then gradients as met), producers, readers and Consumes."""
     tensors = {_uid(b.id, False): _tensor(b, False) for b in sorted(blocks.values(), key=lambda b: b.id)}
     producer: dict[str, Apply] = {}
     readers: _Readers = {}
-    consumes = []
+    consumes: list[Row] = []
 
     def tensor_of(bid: int, is_grad: bool) -> str:
         uid = _uid(bid, is_grad)
@@ -342,9 +344,9 @@ def _link(
     return tensors, producer, readers, consumes
 
 
-def _deps(path: Path, producer: dict[str, Apply], readers: _Readers, seq: dict[int, int]) -> list[dict]:
+def _deps(path: Path, producer: dict[str, Apply], readers: _Readers, seq: dict[int, int]) -> list[Row]:
     """Producer -> reader data deps; a read at or before the producing step is corrupt input."""
-    deps: dict[tuple[int, int], dict] = {}
+    deps: dict[tuple[int, int], Row] = {}
     for uid, rs in readers.items():
         p = producer.get(uid)
         if p is None:
@@ -362,7 +364,7 @@ def _deps(path: Path, producer: dict[str, Apply], readers: _Readers, seq: dict[i
     return list(deps.values())
 
 
-def _tensor(b: Block, is_grad: bool) -> dict:
+def _tensor(b: Block, is_grad: bool) -> Row:
     name = _block_name(b)
     return {
         "uid": _uid(b.id, is_grad),
@@ -378,8 +380,8 @@ def _tensor(b: Block, is_grad: bool) -> dict:
 
 
 def _allocation(
-    t: dict, blocks: dict[int, Block], producer: dict[str, Apply], readers: _Readers, seq: dict[int, int], n_ops: int
-) -> dict:
+    t: Row, blocks: dict[int, Block], producer: dict[str, Apply], readers: _Readers, seq: dict[int, int], n_ops: int
+) -> Row:
     bid, is_grad = t["_block"]
     param = _is_param(blocks[bid])
     p = producer.get(t["uid"])

@@ -50,7 +50,7 @@ def assign_phases(tf: TraceFrames) -> None:
     parents = ops["parent"].tolist()
     index = {u: i for i, u in enumerate(uids)}
     comm_launchers = set(tf.kernels.loc[tf.kernels["kind"] == "communication", "op"]) if len(tf.kernels) else set()
-    phase: list = [None] * len(uids)
+    phase: list[str | None] = [None] * len(uids)
     seq = ops["seq"].tolist()
     for i in sorted(range(len(uids)), key=seq.__getitem__):
         mine = own_phase(names[i])

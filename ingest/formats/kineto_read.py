@@ -28,15 +28,19 @@ import io
 import json
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import ijson
 
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest.limits import MAX_FILE_BYTES, SNIFF_BYTES, human
 from tracegraph.ingest.source import open_binary
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 GZIP_MAGIC = b"\x1f\x8b"
 FORMAT = "pytorch-kineto"
@@ -79,10 +83,10 @@ class _Tail(io.RawIOBase):
     refuses a stream past :data:`MAX_JSON_BYTES` (a gzip file inflating to
     more than any trace) as soon as it gets there."""
 
-    def __init__(self, inner, path: Path) -> None:
+    def __init__(self, inner: io.BufferedIOBase, path: Path) -> None:
         self.inner = inner
         self.path = path
-        self.chunks: deque = deque()
+        self.chunks: deque[bytes] = deque()
         self.kept = 0
         self.total = 0
 
@@ -107,13 +111,14 @@ class _Tail(io.RawIOBase):
                 self.kept -= len(self.chunks.popleft())
         return data
 
-    def readinto(self, b) -> int:  # pragma: no cover - ijson uses read()
-        data = self.read(len(b))
-        b[: len(data)] = data
+    def readinto(self, b: WriteableBuffer) -> int:  # pragma: no cover - ijson uses read()
+        view = memoryview(b)  # b: a bytearray or memoryview, typed as a plain Buffer
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
 
-def _errors(path: Path):
+def _errors(path: Path) -> Callable[[BaseException], InputError]:
     """Map the low-level failures of gzip and ijson to one-line InputErrors."""
 
     def wrap(exc: BaseException) -> InputError:
@@ -141,10 +146,10 @@ def _first_line(exc: BaseException) -> str:
 _READ_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError, ijson.JSONError, UnicodeDecodeError, OSError)
 
 
-def read_header(path: Path) -> dict:
+def read_header(path: Path) -> dict[str, Any]:
     """The top-level keys before ``traceEvents`` (a short token scan)."""
     wrap = _errors(path)
-    tokens = []
+    tokens: list[tuple[str, str, Any]] = []
     found = False
     try:
         with open_text(path) as f:
@@ -162,10 +167,11 @@ def read_header(path: Path) -> dict:
     if not found:
         raise InputError(path, "no traceEvents list: not a Chrome/Kineto trace")
     tokens.append(("", "end_map", None))
-    return next(ijson.items(iter(tokens), ""))
+    header: dict[str, Any] = next(ijson.items(iter(tokens), ""))
+    return header
 
 
-def stream_events(path: Path, trailer: dict) -> Iterator[dict]:
+def stream_events(path: Path, trailer: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Each element of ``traceEvents`` in file order; on exhaustion
     ``trailer`` holds the top-level keys that follow the list."""
     wrap = _errors(path)
@@ -184,7 +190,7 @@ def stream_events(path: Path, trailer: dict) -> Iterator[dict]:
     trailer.update(_trailing_keys(tail.tail))
 
 
-def _trailing_keys(tail: bytes) -> dict:
+def _trailing_keys(tail: bytes) -> dict[str, Any]:
     """The keys after the traceEvents list, from the stream's last bytes.
 
     The list ends at a ``]`` after which the rest of the text is the tail of
@@ -209,10 +215,10 @@ _DECODER = json.JSONDecoder()
 _WS = " \t\n\r"
 
 
-def _object_tail(text: str, i: int, end: int) -> dict | None:
+def _object_tail(text: str, i: int, end: int) -> dict[str, Any] | None:
     """``text[i:]`` as the rest of an object after a value (``, "k": v}``
     or ``}``) followed by nothing but whitespace; None otherwise."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     n = len(text)
     while True:
         while i < n and text[i] in _WS:
@@ -246,7 +252,7 @@ def _object_tail(text: str, i: int, end: int) -> dict | None:
 _THOUSAND = Decimal(1000)
 
 
-def ns(value) -> int:
+def ns(value: object) -> int:
     """Microseconds as read from the file -> integer nanoseconds, exactly
     (half-even at the nanosecond for values with more than three decimals)."""
     if isinstance(value, bool):

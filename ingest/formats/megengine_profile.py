@@ -74,6 +74,7 @@ from tracegraph.ingest.frames import (
     OP_COLUMNS,
     STREAM_COLUMNS,
     TENSOR_COLUMNS,
+    Row,
     TraceFrames,
     frame,
 )
@@ -117,17 +118,20 @@ class _DuplicateKey(Exception):
     pass
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object, refusing a key given twice: a plain JSON reader keeps
     only the last, so an operator or var listed twice would vanish."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+        for k, _ in pairs:  # the first key met a second time
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
     return obj
 
 
-def _load(path: Path) -> dict:
+def _load(path: Path) -> dict[str, Any]:
     text = read_text(path, NAME)
     if not text.strip():
         raise InputError(path, "empty file")
@@ -158,7 +162,7 @@ def _item(where: str, key: str) -> str:
     return f"{where}[{json.dumps(key)}]"
 
 
-def _get(path: Path, obj: dict, key: str, kind: type, where: str, default: Any = _NOTHING) -> Any:
+def _get(path: Path, obj: dict[str, Any], key: str, kind: type, where: str, default: Any = _NOTHING) -> Any:
     """``obj[key]`` checked to be ``kind``; a missing or null key gives ``default``."""
     value = obj.get(key)
     if value is None:
@@ -179,7 +183,7 @@ def _id(path: Path, value: Any, where: str) -> str:
     raise InputError(path, "expected an id", where)
 
 
-def _count(path: Path, obj: dict, key: str, where: str) -> int | None:
+def _count(path: Path, obj: dict[str, Any], key: str, where: str) -> int | None:
     """A non-negative integer (bytes, pointer) or None."""
     value = obj.get(key)
     if value is None:
@@ -203,7 +207,7 @@ def _shape(path: Path, value: Any, where: str) -> str | None:
     return "x".join(str(d) for d in value) if value else "scalar"
 
 
-def _comp_seq(path: Path, g: dict, ops: dict) -> dict[str, int]:
+def _comp_seq(path: Path, g: dict[str, Any], ops: dict[str, Any]) -> dict[str, int]:
     seq: dict[str, int] = {}
     for i, raw in enumerate(_get(path, g, "comp_seq", list, "graph_exec")):
         where = f"graph_exec.comp_seq[{i}]"
@@ -222,24 +226,26 @@ def _comp_seq(path: Path, g: dict, ops: dict) -> dict[str, int]:
 class _Build:
     """Accumulates rows; one method per part of the file, in dependency order."""
 
-    def __init__(self, path: Path, ops: dict, vars_: dict, seq: dict[str, int]) -> None:
+    def __init__(self, path: Path, ops: dict[str, Any], vars_: dict[str, Any], seq: dict[str, int]) -> None:
         self.path, self.raw_ops, self.raw_vars, self.seq = path, ops, vars_, seq
-        self.ops: dict[str, dict] = {}
-        self.kernels: list[dict] = []
-        self.tensors: dict[str, dict] = {}
-        self.consumes: list[dict] = []
-        self.deps: dict[tuple[str, str], dict] = {}
-        self.allocations: list[dict] = []
+        self.ops: dict[str, Row] = {}
+        self.kernels: list[Row] = []
+        # var id -> its tensor row, plus working keys (node, chunk, where, fwd,
+        # flags, dynamic) that frames() leaves out
+        self.tensors: dict[str, dict[str, Any]] = {}
+        self.consumes: list[Row] = []
+        self.deps: dict[tuple[str, str], Row] = {}
+        self.allocations: list[Row] = []
         self.comp_nodes: dict[str, None] = {}
         self.producer: dict[str, str] = {}  # var id -> op id
         self.readers: dict[str, list[str]] = {}  # var id -> op ids
-        self.host: dict[str, dict] = {}  # op id -> thread -> {start,kern,end} seconds
-        self.device: dict[str, dict] = {}  # op id -> comp node -> {start,kern,end} seconds
+        self.host: dict[str, dict[str, dict[str, float]]] = {}  # op id -> thread -> {start,kern,end} seconds
+        self.device: dict[str, dict[str, dict[str, float]]] = {}  # op id -> comp node -> {start,kern,end} seconds
         self.out_shapes: dict[str, Any] = {}  # op id -> footprint out_shapes
         self.origin = 0.0
         self.unit = "us"
 
-    def times(self, prof: dict) -> None:
+    def times(self, prof: dict[str, Any]) -> None:
         """Read host/device records; the origin is the earliest value of all."""
         for part, out in (("host", self.host), ("device", self.device)):
             for oid, per_node in _get(self.path, prof, part, dict, "profiler", {}).items():
@@ -274,7 +280,7 @@ class _Build:
     def _us(self, seconds: float) -> float:
         return (seconds - self.origin) * 1e6
 
-    def add_ops(self, footprints: dict) -> None:
+    def add_ops(self, footprints: dict[str, Any]) -> None:
         for oid, raw in self.raw_ops.items():
             where = _item("graph_exec.operator", oid)
             if not isinstance(raw, dict):
@@ -289,7 +295,7 @@ class _Build:
                     self.path, f"footprint of unknown operator {oid!r}", _item("profiler.opr_footprint", oid)
                 )
 
-    def _link(self, oid: str, raw: dict, where: str) -> None:
+    def _link(self, oid: str, raw: dict[str, Any], where: str) -> None:
         """Outputs make the op a var's producer, inputs make it a reader."""
         for key in ("output", "input"):
             for i, v in enumerate(_get(self.path, raw, key, list, where, [])):
@@ -308,7 +314,7 @@ class _Build:
                     self.readers.setdefault(vid, []).append(oid)
                     self.consumes.append({"op": f"op:{oid}", "tensor": f"t:{vid}", "input_index": i})
 
-    def _op(self, oid: str, raw: dict, fp: dict, where: str) -> None:
+    def _op(self, oid: str, raw: dict[str, Any], fp: dict[str, Any], where: str) -> None:
         uid = f"op:{oid}"
         self._link(oid, raw, where)
         executed = oid in self.seq
@@ -317,6 +323,8 @@ class _Build:
         span = device or host
         start = min((r["start"] for r in span.values()), default=None)
         end = max((r["end"] for r in span.values()), default=None)
+        start_us: float | None
+        end_us: float | None
         if self.unit == "step" and executed:
             start_us, end_us = float(self.seq[oid]), float(self.seq[oid] + 1)
         else:
@@ -339,7 +347,7 @@ class _Build:
             "seq": self.seq.get(oid),
             "start_us": start_us,
             "end_us": end_us,
-            "dur_us": None if start_us is None else end_us - start_us,
+            "dur_us": None if start_us is None or end_us is None else end_us - start_us,  # both or neither
             "phase": None,
             "executed": executed,
             "attrs": json.dumps(attrs),
@@ -362,7 +370,7 @@ class _Build:
             )
 
     @staticmethod
-    def _footprint(fp: dict) -> dict:
+    def _footprint(fp: dict[str, Any]) -> dict[str, Any]:
         """Footprint fields under clearer names; unknown ones keep theirs."""
         names = {"computation": "flops", "memory": "memory_bytes", "param": "params"}
         return {names.get(k, k): v for k, v in fp.items()}
@@ -419,7 +427,7 @@ class _Build:
                 raise InputError(self.path, f"unknown var {t['fwd']!r}", _field(where, "mem_readonly_fwd_src"))
             t["flags"] = _get(self.path, raw, "flag", list, where, [])
 
-    def _inferred_shape(self, raw: dict, where: str) -> str | None:
+    def _inferred_shape(self, raw: dict[str, Any], where: str) -> str | None:
         tags = raw.get("static_infer_tags")
         tag = tags.get("SHAPE") if isinstance(tags, dict) else None
         if not isinstance(tag, dict):
@@ -437,7 +445,7 @@ class _Build:
             return None
         return _shape(self.path, shapes[i], _field(_item("profiler.opr_footprint", oid), "out_shapes") + f"[{i}]")
 
-    def add_allocations(self, chunks: dict) -> None:
+    def add_allocations(self, chunks: dict[str, Any]) -> None:
         residents: dict[str, list[str]] = {}  # chunk id or "dyn:<var>" -> var ids living there
         for vid, t in self.tensors.items():
             if t["chunk"] is not None:
@@ -476,7 +484,7 @@ class _Build:
         return vid
 
     def _key_of(self, vid: str, residents: dict[str, list[str]]) -> str | None:
-        chunk = self.tensors[vid]["chunk"]
+        chunk: str | None = self.tensors[vid]["chunk"]
         if chunk is not None:
             return chunk
         return f"dyn:{vid}" if f"dyn:{vid}" in residents else None
@@ -570,5 +578,7 @@ class _Build:
 
 def _device_kind(node: str) -> str:
     """``gpu0:0`` -> GPU, ``cpu0:0`` -> CPU; other comp node families by their prefix."""
-    prefix = re.match(r"[a-z]*", node.lower()).group(0)
+    found = re.match(r"[a-z]*", node.lower())
+    assert found is not None  # the pattern matches every text (maybe empty)
+    prefix = found.group(0)
     return {"gpu": "GPU", "cuda": "GPU", "cpu": "CPU"}.get(prefix, prefix.upper() or "device")

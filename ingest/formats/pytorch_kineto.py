@@ -95,6 +95,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -109,9 +110,13 @@ from tracegraph.ingest.frames import (
     OP_COLUMNS,
     STREAM_COLUMNS,
     SYNC_COLUMNS,
+    Row,
     TraceFrames,
     frame,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAME = "pytorch-kineto"
 
@@ -182,24 +187,35 @@ def parse_many(paths: list[Path]) -> TraceFrames:
 # --- one file ---------------------------------------------------------------------------------
 
 
+# Where a flow event is: (pid, tid, ts in ns).
+_FlowPoint = tuple[Any, Any, int]
+# A kernel of the rank being assembled: (uid, device, stream, start, end,
+# start of the runtime call that launched it, that call's pid, tid).
+_KernelRun = tuple[str, Any, Any, int, int, int, Any, Any]
+
+
 @dataclass
 class _Rank:
     """What one rank file contributes, times in absolute integer ns."""
 
     path: Path
     rank: int
-    header: dict
-    ops: list = field(default_factory=list)  # [index, name, cat, pid, tid, start, end, args]
-    kernels: list = field(default_factory=list)  # [index, name, kind, device, stream, start, end, corr, args]
-    syncs: list = field(default_factory=list)  # [index, kind, device, stream, start, end, args]
-    memory: list = field(default_factory=list)  # [index, pid, tid, t, args]
-    flows_start: dict = field(default_factory=dict)  # ac2g id -> (pid, tid, ts)
-    flows_end: dict = field(default_factory=dict)  # (pid, tid, ts) -> ac2g id
+    header: dict[str, Any]
+    # Events as mutable lists (the times are shifted in place); pid, tid,
+    # device, stream, corr and ids are JSON values as the file has them.
+    ops: list[list[Any]] = field(default_factory=list)  # [index, name, cat, pid, tid, start, end, args]
+    kernels: list[list[Any]] = field(
+        default_factory=list
+    )  # [index, name, kind, device, stream, start, end, corr, args]
+    syncs: list[list[Any]] = field(default_factory=list)  # [index, kind, device, stream, start, end, args]
+    memory: list[list[Any]] = field(default_factory=list)  # [index, pid, tid, t, args]
+    flows_start: dict[Any, _FlowPoint] = field(default_factory=dict)  # ac2g id -> (pid, tid, ts)
+    flows_end: dict[_FlowPoint, Any] = field(default_factory=dict)  # (pid, tid, ts) -> ac2g id
 
 
 def _read_rank(path: Path, order: int) -> _Rank:
     header = kineto_read.read_header(path)
-    trailer: dict = {}
+    trailer: dict[str, Any] = {}
     base = header.get("baseTimeNanoseconds")
     r = _Rank(path, order, header)
     for i, ev in enumerate(kineto_read.stream_events(path, trailer)):
@@ -233,7 +249,7 @@ def _shift(r: _Rank, base: int) -> None:
     r.flows_end = {(p, t, ts + base): v for (p, t, ts), v in r.flows_end.items()}
 
 
-def _take(r: _Rank, i: int, ev) -> None:
+def _take(r: _Rank, i: int, ev: object) -> None:
     """Keep what the graph needs of event ``i``."""
     where = f"traceEvents[{i}]"
     if not isinstance(ev, dict):
@@ -291,7 +307,7 @@ def _take(r: _Rank, i: int, ev) -> None:
             r.flows_end[key] = ev.get("id")
 
 
-def _time(path: Path, ev: dict, key: str, where: str) -> int:
+def _time(path: Path, ev: dict[str, Any], key: str, where: str) -> int:
     if key not in ev:
         raise InputError(path, f"{ev.get('name', 'event')!r} has no {key}", where)
     try:
@@ -309,16 +325,16 @@ class _Assemble:
     def __init__(self, ranks: list[_Rank]) -> None:
         self.ranks = ranks
         self.multi = len(ranks) > 1
-        self.ops: list[dict] = []
+        self.ops: list[Row] = []
         self.op_times: list[tuple[int, int]] = []
-        self.kernels: list[dict] = []
+        self.kernels: list[Row] = []
         self.kernel_times: list[tuple[int, int]] = []
-        self.devices: dict[str, dict] = {}
-        self.streams: dict[str, dict] = {}
-        self.allocators: dict[str, dict] = {}
-        self.allocations: list[dict] = []
+        self.devices: dict[str, Row] = {}
+        self.streams: dict[str, Row] = {}
+        self.allocators: dict[str, Row] = {}
+        self.allocations: list[Row] = []
         self.alloc_times: list[tuple[int, int | None]] = []
-        self.syncs: list[dict] = []
+        self.syncs: list[Row] = []
         self.unpaired_frees = 0
         self.reported_peak: dict[str, int] = {}
 
@@ -365,8 +381,8 @@ class _Assemble:
         tf.check()
         return tf
 
-    def _meta(self) -> dict:
-        meta: dict = {"ranks": json.dumps(sorted(r.rank for r in self.ranks))}
+    def _meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"ranks": json.dumps(sorted(r.rank for r in self.ranks))}
         infos = {r.rank: r.header.get("distributedInfo") for r in self.ranks if r.header.get("distributedInfo")}
         if len(self.ranks) == 1 and infos:
             meta["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
@@ -386,7 +402,7 @@ class _Assemble:
 
     # --- one rank ---
 
-    def _device(self, r: _Rank, kind: str, index=None) -> str:
+    def _device(self, r: _Rank, kind: str, index: object = None) -> str:
         if kind == "CPU":
             uid, name = f"dev:{r.rank}:cpu", f"{self.prefix(r)}cpu"
         else:
@@ -397,7 +413,7 @@ class _Assemble:
     def _rank(self, r: _Rank) -> None:
         cpu = self._device(r, "CPU")
         pre = self.prefix(r)
-        uid_of_index = {}
+        uid_of_index: dict[int, str] = {}
         for o in r.ops:
             index, name, cat, pid, tid, start, end, args = o
             uid = f"op:{r.rank}:{index}"
@@ -423,8 +439,8 @@ class _Assemble:
         for j, p in enumerate(parents):
             if p is not None:
                 self.ops[first + j]["parent"] = self.ops[first + p]["uid"]
-        runtime_by_corr = {}
-        runtime_at = {}
+        runtime_by_corr: dict[Any, int] = {}  # correlation id -> op position
+        runtime_at: dict[_FlowPoint, int] = {}
         for j, o in enumerate(r.ops):
             if o[2] in RUNTIME_CATEGORIES:
                 corr = o[7].get("correlation")
@@ -436,9 +452,16 @@ class _Assemble:
         self._syncs(r, runtime_by_corr, first)
         self._memory(r, memory_op, first)
 
-    def _kernels(self, r: _Rank, runtime_by_corr: dict, runtime_at: dict, launcher: list, first: int) -> None:
-        self.kernel_launch_start: dict = getattr(self, "kernel_launch_start", {})
-        self.rank_kernels = []
+    def _kernels(
+        self,
+        r: _Rank,
+        runtime_by_corr: dict[Any, int],
+        runtime_at: dict[_FlowPoint, int],
+        launcher: list[int],
+        first: int,
+    ) -> None:
+        self.kernel_launch_start: dict[Any, Any] = getattr(self, "kernel_launch_start", {})
+        self.rank_kernels: list[_KernelRun] = []
         for k in r.kernels:
             index, name, kind, device, stream, start, end, corr, args = k
             j = runtime_by_corr.get(corr) if corr is not None else None
@@ -476,40 +499,42 @@ class _Assemble:
             self.kernel_times.append((start, end))
             self.rank_kernels.append((uid, device, stream, start, end, r.ops[j][5], r.ops[j][3], r.ops[j][4]))
 
-    def _syncs(self, r: _Rank, runtime_by_corr: dict, first: int) -> None:
+    def _syncs(self, r: _Rank, runtime_by_corr: dict[Any, int], first: int) -> None:
         """Synchronization edges from the rank's cuda_sync records."""
         if not r.syncs:
             return
-        by_stream: dict = {}
+        by_stream: dict[tuple[Any, Any], list[tuple[int, int, str]]] = {}  # (start, end, uid)
         for uid, device, stream, start, end, _launch_start, _pid, _tid in self.rank_kernels:
             by_stream.setdefault((device, stream), []).append((start, end, uid))
-        launches: dict = {}
+        launches: dict[tuple[Any, Any], list[tuple[int, str, Any, Any]]] = {}  # (launch start, uid, pid, tid)
         for uid, device, stream, _start, _end, launch_start, pid, tid in self.rank_kernels:
             launches.setdefault((device, stream), []).append((launch_start, uid, pid, tid))
-        for v in (*by_stream.values(), *launches.values()):
+        for v in by_stream.values():
             v.sort()
+        for w in launches.values():
+            w.sort()
         starts = {k: [x[0] for x in v] for k, v in by_stream.items()}
         launch_starts = {k: [x[0] for x in v] for k, v in launches.items()}
         ops = r.ops
 
-        def started_last(device, stream, t):
+        def started_last(device: Any, stream: Any, t: int) -> str | None:
             """The stream's kernel that started last at or before t."""
             i = bisect.bisect_right(starts.get((device, stream), []), t)
             return by_stream[(device, stream)][i - 1][2] if i else None
 
-        def issued_last(device, stream, t):
+        def issued_last(device: Any, stream: Any, t: int) -> str | None:
             """The stream's kernel whose runtime call started last before t."""
             i = bisect.bisect_left(launch_starts.get((device, stream), []), t)
             return launches[(device, stream)][i - 1][1] if i else None
 
-        seen = set()
+        seen: set[tuple[str, str]] = set()
         for _index, kind, device, stream, _start, end, args in r.syncs:
             corr = args.get("correlation")
             j = runtime_by_corr.get(corr)
             if j is None:
                 continue
             call = self.ops[first + j]["uid"]
-            edges = []
+            edges: list[tuple[str | None, str | None, str]] = []
             if kind == "Stream Sync":
                 edges = [(started_last(device, stream, end), call, "host_wait")]
             elif kind == "Context Sync":
@@ -532,8 +557,8 @@ class _Assemble:
                     seen.add((src, dst))
                     self.syncs.append({"src": src, "dst": dst, "kind": k})
 
-    def _memory(self, r: _Rank, memory_op: list, first: int) -> None:
-        live: dict = {}
+    def _memory(self, r: _Rank, memory_op: list[int | None], first: int) -> None:
+        live: dict[tuple[str, Any], int] = {}  # (allocator, address) -> allocation position
         pre = self.prefix(r)
         for m, op in zip(r.memory, memory_op):
             index, _, _, t, args = m
@@ -575,12 +600,12 @@ class _Assemble:
                 else:
                     self.unpaired_frees += 1
 
-    def _close(self, live: dict, key, t: int) -> None:
+    def _close(self, live: dict[tuple[str, Any], int], key: tuple[str, Any], t: int) -> None:
         i = live.pop(key)
         self.alloc_times[i] = (self.alloc_times[i][0], t)
 
 
-def _set_times(df, times: list[tuple[int, int]], origin: int) -> None:
+def _set_times(df: pd.DataFrame, times: list[tuple[int, int]], origin: int) -> None:
     if not times:
         for c in ("start_us", "end_us", "dur_us"):
             df[c] = []
@@ -592,7 +617,7 @@ def _set_times(df, times: list[tuple[int, int]], origin: int) -> None:
     df["dur_us"] = (end - start) / 1000.0
 
 
-def _int_or_none(v):
+def _int_or_none(v: Any) -> int | None:
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, int):
@@ -614,7 +639,7 @@ def _op_type(name: str, cat: str) -> str:
     return name
 
 
-def _nesting(ops: list, memory: list) -> tuple[list, list]:
+def _nesting(ops: list[list[Any]], memory: list[list[Any]]) -> tuple[list[int | None], list[int | None]]:
     """Parent index of each op (innermost enclosing op of its thread) and
     the innermost op containing each memory record of that thread.
 
@@ -622,16 +647,17 @@ def _nesting(ops: list, memory: list) -> tuple[list, list]:
     order), with memory records at their time after the ops that start
     then; a stack holds the open ops (their ends clamped to their parent's,
     so an op running past its parent's end is still nested)."""
-    parents: list = [None] * len(ops)
-    memory_op: list = [None] * len(memory)
-    items: dict = {}
+    parents: list[int | None] = [None] * len(ops)
+    memory_op: list[int | None] = [None] * len(memory)
+    # per (pid, tid): (time, is memory, -end, file index, op or record position)
+    items: dict[tuple[Any, Any], list[tuple[int, int, int, int, int]]] = {}
     for j, o in enumerate(ops):
         items.setdefault((o[3], o[4]), []).append((o[5], 0, -o[6], o[0], j))
     for m_i, m in enumerate(memory):
         items.setdefault((m[1], m[2]), []).append((m[3], 1, 0, m[0], m_i))
     for seq in items.values():
         seq.sort()
-        stack: list = []  # (end, op index)
+        stack: list[tuple[int, int]] = []  # (end, op index)
         for t, is_mem, neg_end, _, j in seq:
             while stack and stack[-1][0] <= t:
                 stack.pop()
@@ -647,7 +673,7 @@ def _nesting(ops: list, memory: list) -> tuple[list, list]:
     return parents, memory_op
 
 
-def _launchers(ops: list, parents: list) -> list:
+def _launchers(ops: list[list[Any]], parents: list[int | None]) -> list[int]:
     """For each op, the op that launches what it issues: the innermost
     ``cpu_op`` ancestor of a runtime call (the call itself when none)."""
     out = list(range(len(ops)))

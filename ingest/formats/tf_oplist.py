@@ -61,6 +61,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -74,6 +75,7 @@ from tracegraph.ingest.frames import (
     OP_COLUMNS,
     STREAM_COLUMNS,
     TENSOR_COLUMNS,
+    Row,
     TraceFrames,
     frame,
 )
@@ -179,7 +181,9 @@ def _device_kind(device: str) -> str:
     return head if head in ("GPU", "CPU", "TPU") else "unknown"
 
 
-def _op_row(uid: str, name: str, type_: str, device: str | None, seq: int | None, executed: bool, attrs: dict) -> dict:
+def _op_row(
+    uid: str, name: str, type_: str, device: str | None, seq: int | None, executed: bool, attrs: dict[str, Any]
+) -> Row:
     # The phase rule sees the type only where the listing recorded it (a
     # kernel line); a type guessed from the name says nothing the name does not.
     recorded = type_ if attrs.get("type_source") == "kernel" else None
@@ -230,12 +234,12 @@ def parse(path: Path) -> TraceFrames:
         else:
             listed[ln.name] = ln
 
-    ops: list[dict] = []
-    tensors: list[dict] = []
-    kernels: list[dict] = []
-    consumes: list[dict] = []
-    streams: dict[str, dict] = {}
-    devices: dict[str, dict] = {}
+    ops: list[Row] = []
+    tensors: list[Row] = []
+    kernels: list[Row] = []
+    consumes: list[Row] = []
+    streams: dict[str, Row] = {}
+    devices: dict[str, Row] = {}
 
     def device(text: str) -> str:
         uid = f"dev:{text}"
@@ -243,9 +247,10 @@ def parse(path: Path) -> TraceFrames:
         return uid
 
     for seq, ln in enumerate(listed.values()):
-        attrs: dict = {"input_shapes": ln.input_shapes, "line": ln.lineno, "trailing_int": ln.trailing}
+        attrs: dict[str, Any] = {"input_shapes": ln.input_shapes, "line": ln.lineno, "trailing_int": ln.trailing}
         kernel = kernel_lines.get(ln.name)
         if kernel is not None:
+            assert kernel.kernel_type is not None  # kernel_lines holds kernel lines only
             type_, attrs["type_source"] = kernel.kernel_type, "kernel"
         elif ln.copy_bytes is not None:
             edge = _EDGE.match(ln.name)
@@ -291,6 +296,7 @@ def parse(path: Path) -> TraceFrames:
     # A kernel line whose node has no line of its own: the kernel still ran.
     for name, kl in kernel_lines.items():
         if name not in listed:
+            assert kl.kernel_type is not None  # kernel_lines holds kernel lines only
             attrs = {"input_shapes": [], "line": kl.lineno, "type_source": "kernel", "listed": False}
             ops.append(_op_row(f"op:{name}", name, kl.kernel_type, device(kl.device), None, True, attrs))
 
@@ -301,7 +307,7 @@ def parse(path: Path) -> TraceFrames:
         if ln.copy_bytes is not None and edge and f"t:{edge.group(1)}:0" in tensor_uids:
             consumes.append({"op": f"op:{ln.name}", "tensor": f"t:{edge.group(1)}:0", "input_index": 0})
 
-    deps: list[dict] = []
+    deps: list[Row] = []
     seen_deps: set[tuple[str, str]] = set()
     for ln in listed.values():
         for src in ln.controls:
@@ -358,7 +364,7 @@ def _copy_key(name: str, op_type: object) -> str | None:
     return f"{m.group(1)}:{kind}" if kind else None
 
 
-def _attrs(text: object) -> dict:
+def _attrs(text: object) -> dict[str, Any]:
     if _missing(text):
         return {}
     try:
@@ -368,7 +374,7 @@ def _attrs(text: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _listing_attrs(text: object, keep_type_source: bool) -> dict:
+def _listing_attrs(text: object, keep_type_source: bool) -> dict[str, Any]:
     """A listing op's attrs as they read on a merged op: ``line`` becomes
     ``listing_line`` (the base has its own lines), and ``type_source`` is
     dropped when the type stays the base's."""
@@ -380,7 +386,7 @@ def _listing_attrs(text: object, keep_type_source: bool) -> dict:
     return attrs
 
 
-def _fresh(uid: str, used: set) -> str:
+def _fresh(uid: str, used: set[str]) -> str:
     """``uid``, or ``uid#oplist``/``#oplist2``... if the base already has it."""
     candidate, n = uid, 1
     while candidate in used:
@@ -390,8 +396,9 @@ def _fresh(uid: str, used: set) -> str:
     return candidate
 
 
-def _records(df: pd.DataFrame) -> list[dict]:
-    return [{k: (None if _missing(v) else v) for k, v in row.items()} for row in df.to_dict("records")]
+def _records(df: pd.DataFrame) -> list[Row]:
+    rows = cast("list[Row]", df.to_dict("records"))  # the frames' column names are str
+    return [{k: (None if _missing(v) else v) for k, v in row.items()} for row in rows]
 
 
 def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
@@ -418,7 +425,7 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     Uses only the frames contract, so any base format works. ``sources`` is
     ``base.sources + extra.sources``; the result passes ``check()``.
     """
-    used: set = set()
+    used: set[str] = set()
     for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices, base.streams, base.allocators):
         used.update(df["uid"])
     devices, streams = _records(base.devices), _records(base.streams)
@@ -453,7 +460,7 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     return merged
 
 
-def _device_mapper(devices: list[dict], extra_devices: list[dict], used: set) -> Callable[[str | None], str | None]:
+def _device_mapper(devices: list[Row], extra_devices: list[Row], used: set[str]) -> Callable[[str | None], str | None]:
     """Listing device uid -> base device uid: the one base device of the same
     kind (``GPU``), narrowed by name when there are several; if that is still
     not one device, the listing's device is appended to ``devices``."""
@@ -479,11 +486,11 @@ def _device_mapper(devices: list[dict], extra_devices: list[dict], used: set) ->
 
 
 def _merge_ops(
-    ops: list[dict], extra_ops: list[dict], map_device: Callable[[str | None], str | None], used: set
-) -> tuple[list[dict], dict[str, str]]:
+    ops: list[Row], extra_ops: list[Row], map_device: Callable[[str | None], str | None], used: set[str]
+) -> tuple[list[Row], dict[str, str]]:
     """Base ops with gaps filled, plus listing-only ops; and listing uid -> result uid."""
-    by_name: dict[str, dict] = {}
-    by_copy: dict[str, list[dict]] = {}
+    by_name: dict[str, Row] = {}
+    by_copy: dict[str, list[Row]] = {}
     for row in ops:
         by_name.setdefault(row["name"], row)
         key = _copy_key(str(row["name"]), row["type"])
@@ -526,10 +533,10 @@ def _merge_ops(
 
 
 def _merge_tensors(
-    tensors: list[dict], extra_tensors: list[dict], op_map: dict[str, str], used: set
-) -> tuple[list[dict], dict[str, str]]:
+    tensors: list[Row], extra_tensors: list[Row], op_map: dict[str, str], used: set[str]
+) -> tuple[list[Row], dict[str, str]]:
     """Match on (producer, output_index); fill dtype/shape/bytes gaps, add the rest."""
-    by_output = {
+    by_output: dict[tuple[str | None, int | None], Row] = {
         (t["producer"], int(t["output_index"])): t
         for t in tensors
         if t["producer"] is not None and t["output_index"] is not None
@@ -552,8 +559,8 @@ def _merge_tensors(
 
 
 def _merge_consumes(
-    consumes: list[dict], extra_consumes: list[dict], op_map: dict[str, str], tensor_map: dict[str, str]
-) -> list[dict]:
+    consumes: list[Row], extra_consumes: list[Row], op_map: dict[str, str], tensor_map: dict[str, str]
+) -> list[Row]:
     """Add a listing consume unless base has that (op, tensor) or (op, input_index)."""
     taken = {(c["op"], c["tensor"]) for c in consumes} | {(c["op"], c["input_index"]) for c in consumes}
     for row in extra_consumes:
@@ -565,13 +572,13 @@ def _merge_consumes(
 
 
 def _merge_kernels(
-    kernels: list[dict],
+    kernels: list[Row],
     extra: TraceFrames,
-    streams: list[dict],
+    streams: list[Row],
     op_map: dict[str, str],
     map_device: Callable[[str | None], str | None],
-    used: set,
-) -> list[dict]:
+    used: set[str],
+) -> list[Row]:
     """Copy kernels: fill bytes/direction on base kernels of the same op and
     kind; add the kernel (on the base stream of that kind and device, if
     there is exactly one) only for ops base has no kernel for."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -70,7 +71,7 @@ def sniff(head: bytes) -> bool:
 
 def parse(path: Path) -> TraceFrames:
     """Every non-empty line becomes one op on ``dev:unknown``; see module doc."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for lineno, raw in enumerate(lines(path, NAME), start=1):
         name = raw.strip()

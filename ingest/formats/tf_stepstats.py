@@ -47,8 +47,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -66,10 +68,142 @@ from tracegraph.ingest.frames import (
     OP_COLUMNS,
     STREAM_COLUMNS,
     TENSOR_COLUMNS,
+    Row,
     TraceFrames,
     frame,
 )
 from tracegraph.ingest.tf_names import dtype_name, dtype_size, phase_of
+
+# --- what is read of a StepStats message -----------------------------------------
+# The fields read here, as both the protobuf messages (untyped) and the
+# look-alikes of :mod:`tracegraph.ingest.stepstats_text` have them.
+
+
+class _AllocationRecord(Protocol):
+    alloc_micros: int
+    alloc_bytes: int
+
+
+class _AllocatorMemoryUsed(Protocol):
+    allocator_name: str
+    allocator_bytes_in_use: int
+
+    @property
+    def allocation_records(self) -> Sequence[_AllocationRecord]: ...
+
+
+class _MemoryStats(Protocol):
+    temp_memory_size: int
+    persistent_memory_size: int
+
+
+class _Dim(Protocol):
+    size: int
+
+
+class _TensorShape(Protocol):
+    @property
+    def dim(self) -> Sequence[_Dim]: ...
+
+
+class _AllocationDescription(Protocol):
+    requested_bytes: int
+    allocated_bytes: int
+    allocator_name: str
+    allocation_id: int
+    ptr: int
+
+
+class _TensorDescription(Protocol):
+    dtype: int
+
+    @property
+    def shape(self) -> _TensorShape: ...
+
+    @property
+    def allocation_description(self) -> _AllocationDescription: ...
+
+
+class _NodeOutput(Protocol):
+    slot: int
+
+    @property
+    def tensor_description(self) -> _TensorDescription: ...
+
+
+class NodeStats(Protocol):
+    """One record (``NodeExecStats``)."""
+
+    node_name: str
+    all_start_micros: int
+    all_start_nanos: int
+    op_start_rel_micros: int
+    op_start_rel_nanos: int
+    op_end_rel_micros: int
+    op_end_rel_nanos: int
+    all_end_rel_micros: int
+    all_end_rel_nanos: int
+    scheduled_micros: int
+    scheduled_nanos: int
+    timeline_label: str
+    thread_id: int
+
+    @property
+    def memory(self) -> Sequence[_AllocatorMemoryUsed]: ...
+
+    @property
+    def output(self) -> Sequence[_NodeOutput]: ...
+
+    @property
+    def memory_stats(self) -> _MemoryStats: ...
+
+
+class _DeviceStepStats(Protocol):
+    device: str
+
+    @property
+    def node_stats(self) -> Sequence[NodeStats]: ...
+
+
+class StepStatsLike(Protocol):
+    """A ``StepStats`` message or its look-alike."""
+
+    @property
+    def dev_stats(self) -> Sequence[_DeviceStepStats]: ...
+
+
+if TYPE_CHECKING:  # mypy checks that the look-alikes have these fields
+    _st = stepstats_text
+    _LOOK_ALIKES: tuple[
+        StepStatsLike,
+        _DeviceStepStats,
+        NodeStats,
+        _AllocatorMemoryUsed,
+        _AllocationRecord,
+        _MemoryStats,
+        _NodeOutput,
+        _TensorDescription,
+        _TensorShape,
+        _Dim,
+        _AllocationDescription,
+    ] = (
+        _st.StepStats(),
+        _st.DeviceStepStats(),
+        _st.NodeExecStats(),
+        _st.AllocatorMemoryUsed(),
+        _st.AllocationRecord(),
+        _st.MemoryStats(),
+        _st.NodeOutput(),
+        _st.TensorDescription(),
+        _st.TensorShapeProto(),
+        _st.Dim(),
+        _st.AllocationDescription(),
+    )
+
+# A device's records: (device name, its node_stats).
+_DeviceRecords = tuple[str, list[NodeStats]]
+# A label's inputs: (input position, producer name, slot; None: a control input).
+_Inputs = list[tuple[int, str, int | None]]
 
 NAME = "tf-stepstats"
 
@@ -170,18 +304,20 @@ class _Builder:
 
     path: str
     origin_ns: int
-    ops: list = field(default_factory=list)
-    runs_by_name: dict = field(default_factory=dict)  # node name -> op uids, in run order
-    run_times: dict = field(default_factory=dict)  # op uid -> (start_ns, ready_ns)
-    op_uids: set = field(default_factory=set)
-    kernels: list = field(default_factory=list)
-    tensors: dict = field(default_factory=dict)
-    consumes: list = field(default_factory=list)
-    deps: dict = field(default_factory=dict)
-    allocations: list = field(default_factory=list)
-    devices: dict = field(default_factory=dict)
-    streams: dict = field(default_factory=dict)
-    allocators: dict = field(default_factory=dict)
+    ops: list[Row] = field(default_factory=list)
+    # node name -> op uids, in run order (None only while the op records are
+    # read: a run's place is known before the runs before it are added)
+    runs_by_name: dict[str, list[str | None]] = field(default_factory=dict)
+    run_times: dict[str, tuple[int, int]] = field(default_factory=dict)  # op uid -> (start_ns, ready_ns)
+    op_uids: set[str] = field(default_factory=set)
+    kernels: list[Row] = field(default_factory=list)
+    tensors: dict[str, Row] = field(default_factory=dict)  # tensor rows, with "_alloc" until allocations are added
+    consumes: list[Row] = field(default_factory=list)
+    deps: dict[tuple[str, str], Row] = field(default_factory=dict)
+    allocations: list[Row] = field(default_factory=list)
+    devices: dict[str, Row] = field(default_factory=dict)
+    streams: dict[str, Row] = field(default_factory=dict)
+    allocators: dict[str, Row] = field(default_factory=dict)
 
     def us(self, t_ns: int) -> float:
         """Microseconds since the trace origin."""
@@ -213,7 +349,7 @@ class _Builder:
             self.allocators[uid] = {"uid": uid, "name": name, "device": device_uid}
         return uid
 
-    def tensor(self, op_name: str, slot: int, run: int | None) -> dict:
+    def tensor(self, op_name: str, slot: int, run: int | None) -> Row:
         """The tensor ``op_name:slot`` of the given run of its producer (None:
         the producer has no record)."""
         uid = f"t:{op_name}:{slot}" if not run else f"t:{op_name}:{slot}#{run + 1}"
@@ -230,7 +366,8 @@ class _Builder:
     def run_at(self, name: str, t_ns: int) -> str | None:
         """The run of ``name`` that was ready most recently by ``t_ns`` (else
         the last one started by then, else the first): see tf_runs."""
-        uids = self.runs_by_name.get(name)
+        # Called once every op record is read: no None left among the uids.
+        uids = cast("list[str] | None", self.runs_by_name.get(name))
         if not uids:
             return None
         times = self.run_times
@@ -245,15 +382,15 @@ def _ns(nanos: int, micros: int) -> int:
     return nanos if nanos else micros * 1000
 
 
-def _start_ns(node) -> int:
+def _start_ns(node: NodeStats) -> int:
     return _ns(node.all_start_nanos, node.all_start_micros)
 
 
-def _dur_ns(node) -> int:
+def _dur_ns(node: NodeStats) -> int:
     return _ns(node.all_end_rel_nanos, node.all_end_rel_micros)
 
 
-def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceFrames:
+def frames_from_step_stats(stats: StepStatsLike, path: str) -> TraceFrames:
     """Canonical frames for one step. ``path`` is only used in messages.
 
     ``stats`` is a protobuf ``StepStats`` or the look-alike that
@@ -265,7 +402,9 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
     if not any(starts):
         raise InputError(path, "no node_stats with times (empty or not a StepStats)")
     b = _Builder(path=path, origin_ns=min(starts))
-    op_level, stream_level, copy_level = [], [], []
+    op_level: list[_DeviceRecords] = []
+    stream_level: list[_DeviceRecords] = []
+    copy_level: list[_DeviceRecords] = []
     for name, nodes in devs:
         if name.endswith("/stream:all"):
             continue
@@ -306,7 +445,7 @@ def frames_from_step_stats(stats: step_stats_pb2.StepStats, path: str) -> TraceF
 _RELATIVE = ("all_end_rel", "op_start_rel", "op_end_rel")
 
 
-def _check_times(path: str, devs: list) -> None:
+def _check_times(path: str, devs: list[_DeviceRecords]) -> None:
     """Refuse a record whose relative times (its duration ``all_end_rel``
     and the op's offsets ``op_start_rel``/``op_end_rel``, all measured from
     the record's own start) are negative: an end before its start is no
@@ -335,17 +474,17 @@ def _check_times(path: str, devs: list) -> None:
 
 
 # DataType enum -> (name, bytes per element); both are pure functions.
-_DTYPES: dict = {}
+_DTYPES: dict[int, tuple[str, int | None]] = {}
 
 
-def _dtype(dtype: int) -> tuple:
+def _dtype(dtype: int) -> tuple[str, int | None]:
     info = _DTYPES.get(dtype)
     if info is None:
         info = _DTYPES[dtype] = (dtype_name(dtype), dtype_size(dtype))
     return info
 
 
-def _args(label) -> list[tuple[int, str, int | None]]:
+def _args(label: re.Match[str] | None) -> _Inputs:
     """``(input position, producer name, slot)`` from a matched label; slot
     None for a control input (``^name``)."""
     if not label:
@@ -353,7 +492,7 @@ def _args(label) -> list[tuple[int, str, int | None]]:
     args = label["args"]
     if not args.strip():
         return []
-    out = []
+    out: _Inputs = []
     for index, arg in enumerate(a.strip() for a in args.split(",")):
         if not arg:
             continue
@@ -367,7 +506,7 @@ def _args(label) -> list[tuple[int, str, int | None]]:
     return out
 
 
-def _run_of(b: _Builder, node, device_uid: str) -> tuple:
+def _run_of(b: _Builder, node: NodeStats, device_uid: str) -> tuple[tf_runs.Run, _Inputs]:
     """(tf_runs.Run, its label's inputs as _args gives them) of one op-level
     record."""
     name = node.node_name
@@ -383,7 +522,7 @@ def _run_of(b: _Builder, node, device_uid: str) -> tuple:
     return tf_runs.Run(name, label["type"] if label else None, start, ready, start + dur, args), args
 
 
-def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
+def _add_op(b: _Builder, node: NodeStats, device_uid: str, run: tf_runs.Run) -> None:
     """One op record (one run of its node)."""
     name = run.name
     uid = f"op:{name}" if run.run == 0 else f"op:{name}#{run.run + 1}"
@@ -402,7 +541,7 @@ def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
     # the dict without its None values).
     # op_*_rel: nanos / 1000 when set, else the micros as they were (ints).
     rel = node.op_start_rel_nanos
-    attrs = {"op_start_rel_us": rel / 1000 if rel else node.op_start_rel_micros}
+    attrs: dict[str, Any] = {"op_start_rel_us": rel / 1000 if rel else node.op_start_rel_micros}
     rel = node.op_end_rel_nanos
     attrs["op_end_rel_us"] = rel / 1000 if rel else node.op_end_rel_micros
     scheduled = node.scheduled_nanos or node.scheduled_micros * 1000
@@ -455,7 +594,7 @@ def _add_op(b: _Builder, node, device_uid: str, run: tf_runs.Run) -> None:
         _add_allocations(b, node, uid, device_uid, outputs)
 
 
-def _add_outputs(b: _Builder, node, op_uid: str, name: str, run: int) -> list[dict]:
+def _add_outputs(b: _Builder, node: NodeStats, op_uid: str, name: str, run: int) -> list[Row]:
     outputs = []
     tensor = b.tensor
     for out in node.output:
@@ -480,7 +619,7 @@ def _add_outputs(b: _Builder, node, op_uid: str, name: str, run: int) -> list[di
     return outputs
 
 
-def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: list, fed: list[tuple | None]) -> None:
+def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: _Inputs, fed: list[tuple[str, int] | None]) -> None:
     """Data and control inputs from the timeline label (as _args parsed it);
     ``fed`` holds the producer run (op uid, run index) of each input, as
     tf_runs chose it (None: no record of the producer, or a Merge input
@@ -491,10 +630,10 @@ def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: list, fed: list[t
     # linked) the inputs whose producer has no record.
     merge = run.type in tf_runs.MERGE
     fired = merge and any(fed)
-    for (index, name, slot), src in zip(args, fed):
-        if merge and src is None and (fired or name in b.runs_by_name):
+    for (index, name, slot), fed_by in zip(args, fed):
+        if merge and fed_by is None and (fired or name in b.runs_by_name):
             continue
-        src, src_run = src if src else (None, None)
+        src, src_run = fed_by if fed_by else (None, None)
         if slot is None:
             if src and src != dst:
                 deps.setdefault((src, dst), {"src": src, "dst": dst, "kind": "control"})
@@ -506,15 +645,17 @@ def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: list, fed: list[t
             deps[(src, dst)] = {"src": src, "dst": dst, "kind": "data"}
 
 
-def _add_kernels(b: _Builder, stream_level: list, copy_level: list) -> None:
+def _add_kernels(b: _Builder, stream_level: list[_DeviceRecords], copy_level: list[_DeviceRecords]) -> None:
     """Kernel and copy records, each joined to the run of its op that
     launched it (see _kernel_runs)."""
-    records = []  # (node, stream uid (None: the device's memcpy stream), device uid, _COPY match)
-    seen_copies: set = set()
+    # (node, stream uid (None: the device's memcpy stream), device uid, _COPY match)
+    records: list[tuple[NodeStats, str | None, str, re.Match[str] | None]] = []
+    seen_copies: set[tuple[str, int, int]] = set()
     for name, nodes in stream_level:
         m = _STREAM.match(name)
+        assert m is not None  # stream_level holds the devices _STREAM matches
         device_uid = b.device(m["dev"])
-        stream_uid = b.stream(device_uid, f"stream:{m['id']}", "compute")
+        stream_uid: str | None = b.stream(device_uid, f"stream:{m['id']}", "compute")
         for node in nodes:
             copy = _copy_of(node)
             records.append((node, stream_uid, device_uid, copy))
@@ -532,7 +673,7 @@ def _add_kernels(b: _Builder, stream_level: list, copy_level: list) -> None:
         _add_kernel(b, node, stream_uid, device_uid, owner, copy)
 
 
-def _kernel_runs(b: _Builder, nodes: list) -> list[str | None]:
+def _kernel_runs(b: _Builder, nodes: list[NodeStats]) -> list[str | None]:
     """The op run (uid) of every kernel record, None when no op has its name.
 
     A kernel of a node run several times goes to the run whose place among
@@ -545,12 +686,13 @@ def _kernel_runs(b: _Builder, nodes: list) -> list[str | None]:
     out = [runs_by_name[o][0] if o else None for o in owners]
     if all(len(uids) == 1 for uids in runs_by_name.values()):
         return out
-    groups: dict = {}
+    groups: dict[tuple[str, str], list[int]] = {}  # (owner, kernel name) -> record positions
     for i, (node, owner) in enumerate(zip(nodes, owners)):
         if owner and len(b.runs_by_name[owner]) > 1:
             groups.setdefault((owner, node.node_name), []).append(i)
     for (owner, _), idx in groups.items():
-        uids = b.runs_by_name[owner]
+        # Called once every op record is read: no None left among the uids.
+        uids = cast("list[str]", b.runs_by_name[owner])
         idx.sort(key=lambda i: (_start_ns(nodes[i]), i))
         if len(idx) == len(uids):
             for i, uid in zip(idx, uids):
@@ -563,14 +705,16 @@ def _kernel_runs(b: _Builder, nodes: list) -> list[str | None]:
     return out
 
 
-def _copy_of(node):
+def _copy_of(node: NodeStats) -> re.Match[str] | None:
     name = node.node_name
     return _COPY.match(node.timeline_label or "") or (
         None if ":MEMCPY" not in name else _COPY.match(name.rsplit(":", 1)[1] + " 0 bytes")
     )
 
 
-def _add_kernel(b: _Builder, node, stream_uid: str, device_uid: str, op_uid: str | None, copy) -> None:
+def _add_kernel(
+    b: _Builder, node: NodeStats, stream_uid: str, device_uid: str, op_uid: str | None, copy: re.Match[str] | None
+) -> None:
     """One kernel or copy record of op run ``op_uid`` (None: no op record has
     its name, so it gets an op of its own); ``copy`` is its _COPY match."""
     name = node.node_name
@@ -640,7 +784,7 @@ def _kernel_owner(b: _Builder, name: str) -> str | None:
 
 def _mark_copy_streams(b: _Builder) -> None:
     """A stream that only ever ran copies is a copy stream."""
-    kinds: dict = {}
+    kinds: dict[str, set[str]] = {}  # stream uid -> kinds of its kernels
     for k in b.kernels:
         kinds.setdefault(k["stream"], set()).add(k["kind"])
     for uid, ks in kinds.items():
@@ -648,12 +792,12 @@ def _mark_copy_streams(b: _Builder) -> None:
             b.streams[uid]["kind"] = "memcpy"
 
 
-def _alloc_time(record: tuple) -> int:
+def _alloc_time(record: tuple[int, int]) -> int:
     return record[0]
 
 
-def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: list[dict]) -> None:
-    paired: list[dict] = []
+def _add_allocations(b: _Builder, node: NodeStats, op_uid: str, device_uid: str, outputs: list[Row]) -> None:
+    paired: list[Row] = []
     us = b.us
     memory = node.memory
     for mem in memory:
@@ -661,7 +805,7 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
         records = mem.allocation_records
         if not records:
             continue
-        open_: list[dict] = []
+        open_: list[Row] = []
         for micros, nbytes in sorted([(r.alloc_micros, r.alloc_bytes) for r in records], key=_alloc_time):
             t = us(micros * 1000)  # AllocationRecord has microseconds only
             if nbytes > 0:
@@ -676,8 +820,8 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
                 else:
                     open_.remove(match)
                 match["free_us"] = t
-    for t in outputs:
-        info = t.pop("_alloc", None)
+    for tensor in outputs:
+        info = tensor.pop("_alloc", None)
         if not info:
             continue
         allocator_name, allocated, requested, ptr, _alloc_id = info
@@ -690,7 +834,7 @@ def _add_allocations(b: _Builder, node, op_uid: str, device_uid: str, outputs: l
         best = max(candidates, key=lambda a: float("inf") if a["free_us"] is None else a["free_us"])
         best.update(
             {
-                "tensor": t["uid"],
+                "tensor": tensor["uid"],
                 "kind": "output",
                 "requested_bytes": requested or None,
                 "address": str(ptr) if ptr else None,

@@ -38,7 +38,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from neo4j import GraphDatabase, NotificationMinimumSeverity, unit_of_work
 from neo4j.exceptions import (
@@ -71,6 +71,8 @@ from tracegraph.db.base import (
 )
 from tracegraph.db.values import column_values
 from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation, UserError
+
+T = TypeVar("T")
 
 # The driver logs through `logging`; with no handler configured, Python
 # would print its warnings on stderr. Users see tracegraph's own one-line
@@ -145,22 +147,24 @@ class Neo4jGraph:
             params = {**(params or {}), "trace": trace}
         if not timeout_ms:
             return self._transaction(lambda tx: _run_in(tx, query, params or {}), write=write)
-        return self._deadline.run(
+        # Deadline.run's fn is generic: the return type does not carry through it.
+        result: Result = self._deadline.run(
             timeout_ms,
             self._transaction,
             lambda tx: _run_in(tx, query, params or {}),
             write=write,
             timeout_ms=timeout_ms,
         )
+        return result
 
     def _transaction(
         self,
-        work: Callable[[Any], Any],
+        work: Callable[[Any], T],
         *,
         write: bool,
         timeout_ms: int | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> Any:
+    ) -> T:
         """``work(tx)`` in one managed transaction (retried on transient errors)."""
         fn = unit_of_work(timeout=timeout_ms / 1000 if timeout_ms else None, metadata=metadata)(work)
         try:
