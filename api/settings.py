@@ -7,9 +7,9 @@
 | ``TRACEGRAPH_SYNC_UPLOAD_BYTES`` | 16 MiB | uploads up to this size are ingested before the answer (201) ... |
 | ``TRACEGRAPH_SYNC_WAIT_S`` | 60 | ... when that takes less than this; otherwise the answer is a job (202) |
 | ``TRACEGRAPH_UPLOAD_DIR`` | system temp | where uploads are streamed to while they are ingested |
-| ``TRACEGRAPH_CYPHER_TIMEOUT_MS`` | 10000 | server-side timeout of ``POST /cypher`` |
+| ``TRACEGRAPH_CYPHER_TIMEOUT_MS`` | 10000 | time limit of one ``POST /cypher``, from request to last row (the database cancels the statement) |
 | ``TRACEGRAPH_CYPHER_MAX_ROWS`` | 10000 | rows ``POST /cypher`` returns at most (``truncated`` says when it cut) |
-| ``TRACEGRAPH_QUERY_TIMEOUT_MS`` | 300000 | server-side timeout of a catalog analysis |
+| ``TRACEGRAPH_QUERY_TIMEOUT_MS`` | 300000 | time limit of one catalog analysis, from request to last row |
 | ``TRACEGRAPH_JOBS_KEPT`` | 1000 | finished ingest jobs remembered for ``GET /jobs/{id}`` |
 """
 

@@ -35,8 +35,11 @@ MATCH (m:Allocator {trace: $trace})
 WHERE $allocator IS NULL OR m.name = $allocator
 MATCH (a:Allocation)-[:IN_ALLOCATOR]->(m)
 WHERE a.alloc_us <= $at_us AND (a.free_us IS NULL OR a.free_us > $at_us)
-WITH m, collect(a) AS live, toInteger(sum(a.bytes)) AS live_bytes
-UNWIND live AS a
+WITH m, toInteger(sum(a.bytes)) AS live_bytes
+// The same allocations again, rather than collect() and UNWIND: a row that
+// carries the collected list makes a sort hold it once per row.
+MATCH (a:Allocation)-[:IN_ALLOCATOR]->(m)
+WHERE a.alloc_us <= $at_us AND (a.free_us IS NULL OR a.free_us > $at_us)
 OPTIONAL MATCH (t:Tensor)-[:BACKED_BY]->(a)
 RETURN m.name AS allocator, live_bytes, a.bytes AS bytes, a.kind AS kind, a.op_name AS op,
        t.name AS tensor, t.shape AS shape, a.alloc_us AS alloc_us, a.free_us AS free_us, a.uid AS allocation

@@ -28,14 +28,16 @@
 //   :param trace => 'alexnet'
 //   :param max_points => 1000
 MATCH (tl:MemoryTimeline {trace: $trace})
-WITH tl, tl.points AS n
-WITH tl, n, CASE WHEN $max_points IS NULL OR $max_points >= n THEN n
-                 WHEN $max_points < 1 THEN 1 ELSE $max_points END AS points
-WITH tl, n, toInteger((n + points - 1) / points) AS width
-UNWIND range(0, toInteger((n - 1) / width)) AS bucket
-WITH tl, n, bucket * width AS lo,
-     CASE WHEN (bucket + 1) * width < n THEN (bucket + 1) * width - 1 ELSE n - 1 END AS hi
-WITH tl, reduce(best = lo, i IN range(lo, hi) |
-                CASE WHEN tl.live_bytes[i] > tl.live_bytes[best] THEN i ELSE best END) AS i
-RETURN tl.allocator_name AS allocator, tl.t_us[i] AS t_us, tl.live_bytes[i] AS live_bytes
-ORDER BY allocator, tl.uid, t_us
+WITH tl, tl.t_us AS ts, tl.live_bytes AS bs, tl.points AS n
+WITH tl, ts, bs, n, CASE WHEN $max_points IS NULL OR $max_points >= n THEN n
+                         WHEN $max_points < 1 THEN 1 ELSE $max_points END AS points
+WITH tl, ts, bs, n, toInteger((n + points - 1) / points) AS width
+WITH tl, ts, bs, [b IN range(0, toInteger((n - 1) / width)) |
+       reduce(best = b * width, i IN range(b * width, CASE WHEN (b + 1) * width < n THEN (b + 1) * width - 1
+                                                        ELSE n - 1 END) |
+              CASE WHEN bs[i] > bs[best] THEN i ELSE best END)] AS picks
+WITH tl.allocator_name AS allocator, tl.uid AS uid, [i IN picks | [ts[i], bs[i]]] AS points
+UNWIND points AS p
+WITH allocator, uid, p[0] AS t_us, p[1] AS live_bytes
+RETURN allocator, t_us, live_bytes
+ORDER BY allocator, uid, t_us

@@ -33,7 +33,9 @@ MATCH p = (op:Op)-[:PRODUCES]->(t:Tensor)-[:BACKED_BY]->(a)
 WITH m, a, t, p
 ORDER BY m.name, a.bytes DESC, t.name, a.uid
 WITH m, collect(p) AS paths, collect(a.bytes) AS sizes
-WITH m, paths, sizes, CASE WHEN $n IS NULL OR $n > size(paths) THEN size(paths) ELSE $n END AS keep
-UNWIND range(0, keep - 1) AS i
-RETURN m.name AS allocator, sizes[i] AS bytes, paths[i] AS path, m AS allocator_node
+WITH m, CASE WHEN $n IS NULL OR $n > size(paths) THEN size(paths) ELSE $n END AS keep, paths, sizes
+WITH m, [i IN range(0, keep - 1) | [i, sizes[i], paths[i]]] AS kept
+UNWIND kept AS k
+WITH m, k[0] AS i, k[1] AS bytes, k[2] AS path
+RETURN m.name AS allocator, bytes, path, m AS allocator_node
 ORDER BY allocator, i

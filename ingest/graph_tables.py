@@ -45,12 +45,6 @@ def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
     )
 
 
-def counts_of(tables: TraceTables) -> dict[str, dict[str, int]]:
-    """Nodes per label and relationships per type (the Trace node excluded)."""
-    counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
-    return counts
-
-
 def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
     """The frames with the denormalized name columns the nodes store."""
     name_of: dict[Any, Any] = {}

@@ -99,7 +99,6 @@ RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 NOT_WORK = frozenset({"user_annotation", "python_function"})
 # A stream gap longer than this is not scheduling overhead (HTA's threshold).
 KERNEL_GAP_LIMIT_US = 1500.0
-KINDS = ("cpu_op", "runtime", "sync", "kernel", "memcpy", "communication", "idle")
 _KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
 _EPS = 1e-9
 PATH_COLUMNS = [c.name for c in schema.PATH]

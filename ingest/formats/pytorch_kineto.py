@@ -460,7 +460,6 @@ class _Assemble:
         launcher: list[int],
         first: int,
     ) -> None:
-        self.kernel_launch_start: dict[Any, Any] = getattr(self, "kernel_launch_start", {})
         self.rank_kernels: list[_KernelRun] = []
         for k in r.kernels:
             index, name, kind, device, stream, start, end, corr, args = k

@@ -514,9 +514,14 @@ def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
     ends = [f"x{k}" for k in range(len(g.rels))]
     lookups = ([] if p.label is not None else [("a", p.anchor_label)]) + [(e, r.other) for e, r in zip(ends, g.rels)]
     member = p.member is not None and p.label is not None
-    q = ["MATCH (t:Trace {trace: $trace, uid: 'trace'})"] if member else []
+    # The hints pin the (trace, uid) seeks: a plan made while the database
+    # (or the label) was empty would scan instead, and plans are cached.
+    q = ["MATCH (t:Trace {trace: $trace, uid: 'trace'}) USING INDEX t:Trace(trace, uid)"] if member else []
     q.append("UNWIND $rows AS r")
-    q += [f"MATCH ({v}:{label} {{trace: $trace, uid: r[{k}]}})" for k, (v, label) in enumerate(lookups)]
+    q += [
+        f"MATCH ({v}:{label} {{trace: $trace, uid: r[{k}]}}) USING INDEX {v}:{label}(trace, uid)"
+        for k, (v, label) in enumerate(lookups)
+    ]
     q += load_plan.creates(p, g, "n" if p.label is not None else "a", ends, len(lookups))
     return " ".join(q)
 
