@@ -106,7 +106,6 @@ def run_tracegraph(paths: list[str]) -> dict:
 
     out = {}
     graph = open_graph()
-    graph.ensure_schema()
     try:
         for i, p in enumerate(paths):
             name = f"t{i}"

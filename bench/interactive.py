@@ -3,8 +3,8 @@ how exactly ``POST /cypher`` keeps its time limit.
 
     python -m bench.interactive [--db bolt://127.0.0.1:7687] [--calls 5]
 
-1. ``tracegraph query top-ops --trace alexnet`` (the bundled AlexNet step),
-   ``--calls`` times in a row, each a new process, process start included:
+1. ``tracegraph query top-ops --trace alexnet`` on a database holding the
+   bundled traces (what ``tracegraph demo`` ingests), ``--calls`` times in a row, each a new process, process start included:
    with ``TRACEGRAPH_IDLE_S=0`` (each call starts the embedded server and
    stops it: tracegraph 0.1's behaviour) and with the default idle time
    (the first call starts it, the next ones find it up). Embedded only.
@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ALEXNET = ROOT / "examples" / "traces" / "tf1-alexnet-stepstats.pbtxt"
 SLOW = {
     "rows streaming out": "UNWIND range(1, 100000000) AS i RETURN i",
     "a long computation": "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 RETURN count(*)",
@@ -87,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(tmp)
         env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="0")
         env.pop("TRACEGRAPH_DB", None)
-        subprocess.run(
-            [sys.executable, "-m", "tracegraph.cli", "ingest", str(ALEXNET), "--trace", "alexnet"],
+        subprocess.run(  # the bundled traces, as after the README's first command
+            [sys.executable, "-m", "tracegraph.cli", "demo"],
             env=env,
             check=True,
             stdout=subprocess.DEVNULL,

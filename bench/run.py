@@ -26,7 +26,7 @@ Each analysis runs in a child process whose address space is capped
 (--client-limit-gb) with a query timeout, and on the embedded server a
 watchdog kills the server when its RSS passes --rss-limit-gb during an
 analysis (and reports it), so a runaway query cannot take the machine down. Results also
-go to bench/out/results-<time>.json.
+go to bench/out/results-<time>.json (--out moves them).
 """
 
 from __future__ import annotations
@@ -336,11 +336,15 @@ def peak_check(graph, trace: str, info: dict) -> dict:
 
 
 def main(argv=None) -> int:
+    global OUT
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="op counts (default 1000,10000,100000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db", help="also benchmark this Neo4j/FalkorDB URI (the embedded DB always runs)")
-    p.add_argument("--home", type=Path, default=OUT / "home", help="TRACEGRAPH_HOME of the embedded DB (wiped first)")
+    p.add_argument(
+        "--out", type=Path, default=generate.OUT_DIR, help="where generated traces and results go (default bench/out)"
+    )
+    p.add_argument("--home", type=Path, help="TRACEGRAPH_HOME of the embedded DB (wiped first; default OUT/home)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs per analysis / CLI call")
     p.add_argument("--timeout-ms", type=int, default=60000, help="per analysis")
     p.add_argument("--rss-limit-gb", type=float, default=6.0, help="kill the embedded server past this RSS")
@@ -352,6 +356,8 @@ def main(argv=None) -> int:
         help="also ingest the largest binary trace with these TRACEGRAPH_BATCH_ROWS values, e.g. 2000,5000,10000,20000",
     )
     args = p.parse_args(argv)
+    OUT = args.out
+    args.home = args.home or OUT / "home"
     sizes = [int(s) for s in args.sizes.split(",") if s]
     OUT.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(args.home, ignore_errors=True)
@@ -377,7 +383,7 @@ def main(argv=None) -> int:
     files = {}
     for size in sizes:
         t = time.perf_counter()
-        files[size] = generate.ensure(size, args.seed)
+        files[size] = generate.ensure(size, args.seed, out_dir=OUT)
         print(
             f"trace {size} ops: {files[size]['text']} ({files[size]['info']['text_bytes'] / 1e6:.1f} MB text, "
             f"{files[size]['info']['binary_bytes'] / 1e6:.1f} MB binary) ready in {time.perf_counter() - t:.1f} s",

@@ -36,8 +36,8 @@ WITH tl, ts, bs, [b IN range(0, toInteger((n - 1) / width)) |
        reduce(best = b * width, i IN range(b * width, CASE WHEN (b + 1) * width < n THEN (b + 1) * width - 1
                                                         ELSE n - 1 END) |
               CASE WHEN bs[i] > bs[best] THEN i ELSE best END)] AS picks
-WITH tl.allocator_name AS allocator, tl.uid AS uid, [i IN picks | [ts[i], bs[i]]] AS points
+WITH [i IN picks | [tl.allocator_name, tl.uid, ts[i], bs[i]]] AS points
 UNWIND points AS p
-WITH allocator, uid, p[0] AS t_us, p[1] AS live_bytes
+WITH p[0] AS allocator, p[1] AS uid, p[2] AS t_us, p[3] AS live_bytes
 RETURN allocator, t_us, live_bytes
 ORDER BY allocator, uid, t_us

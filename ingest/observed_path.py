@@ -195,8 +195,9 @@ class _Graph:
                 self.role.append("cpu_op")
         threads = ops["thread"].tolist()
         devices = ops["device"].tolist()
+        device_names = _device_names(tf)
         self.resource = [
-            threads[r] if isinstance(threads[r], str) else _device_name(tf, devices[r]) for r in self.op_rows
+            threads[r] if isinstance(threads[r], str) else _device_name(device_names, devices[r]) for r in self.op_rows
         ]
         self.kernel_resource = _kernel_resources(tf, self.kernel_rows)
         self.kernel_kind = [_KERNEL_KIND.get(k, "kernel") for k in kernels["kind"].iloc[self.kernel_rows]]
@@ -369,25 +370,27 @@ class _Graph:
         return rows
 
 
-def _device_name(tf: TraceFrames, device: object) -> str:
+def _device_names(tf: TraceFrames) -> dict[str, str]:
+    return dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
+
+
+def _device_name(names: dict[str, str], device: object) -> str:
     if not isinstance(device, str):
         return "host"
-    names: dict[str, str] = dict(zip(tf.devices["uid"], tf.devices["name"]))
     return names.get(device, device)
 
 
 def _kernel_resources(tf: TraceFrames, rows: np.ndarray) -> list[str]:
-    s = tf.streams.set_index("uid")
-    dev_names = dict(zip(tf.devices["uid"], tf.devices["name"]))
-    out = []
-    for stream in tf.kernels["stream"].iloc[rows].tolist():
-        if stream in s.index:
-            device: Any = s.at[stream, "device"]  # cells of an object column: untyped
-            name: Any = s.at[stream, "name"]
-            out.append(f"{dev_names.get(device, '')}/{name}")
-        else:
-            out.append(str(stream))
-    return out
+    """``device name/stream name`` of each kernel (row positions in tf.kernels).
+
+    Plain dicts, not pandas lookups: this runs once per kernel."""
+    dev_names = _device_names(tf)
+    streams = tf.streams
+    label = {
+        uid: f"{dev_names.get(device, '')}/{name}"
+        for uid, device, name in zip(streams["uid"].tolist(), streams["device"].tolist(), streams["name"].tolist())
+    }
+    return [label.get(stream, str(stream)) for stream in tf.kernels["stream"].iloc[rows].tolist()]
 
 
 def _store(tf: TraceFrames, g: _Graph, rows: list[Segment]) -> None:
@@ -412,12 +415,13 @@ def _store(tf: TraceFrames, g: _Graph, rows: list[Segment]) -> None:
     for c in PATH_COLUMNS:
         ops[c] = cols[c]
         kernels[c] = kcols[c]
+    op_uids, kernel_uids = ops["uid"].tolist(), kernels["uid"].tolist()
     uid_of: dict[int, tuple[Any, str]] = {}  # (uid, label); uid: a cell of an object column
     for elem in per:
         if elem < g.n_ops:
-            uid_of[elem] = (ops["uid"].iat[int(g.op_rows[elem])], "Op")
+            uid_of[elem] = (op_uids[int(g.op_rows[elem])], "Op")
         else:
-            uid_of[elem] = (kernels["uid"].iat[int(g.kernel_rows[elem - g.n_ops])], "Kernel")
+            uid_of[elem] = (kernel_uids[int(g.kernel_rows[elem - g.n_ops])], "Kernel")
     nxt: list[dict[str, Any]] = []
     for step in range(len(rows) - 1):
         a, b = rows[step][0], rows[step + 1][0]

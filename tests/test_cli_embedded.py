@@ -301,3 +301,28 @@ def test_progress_on_a_terminal_only(tmp_path):
     assert _ingest_stderr_on_a_terminal(home, "--quiet") == ""
     piped = run_cli("ingest", str(SEED_STEPSTATS), "--trace", "tty", "--replace", home=home, check=True)
     assert piped.stderr == ""
+
+
+def test_a_query_does_not_import_the_ingest_stack(tmp_path):
+    """A query's process start is most of a warm CLI call: pandas alone
+    costs ~0.2 s to import, and only ingest needs it. Everything an embedded
+    query touches (CLI, catalog, the FalkorDB module, output) stays clear of
+    it. (The neo4j driver imports pandas itself when it is installed.)"""
+    home = tmp_path / "home"
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "alexnet", home=home, check=True)
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['tracegraph', 'query', 'top-ops', '--trace', 'alexnet', '--format', 'csv']\n"
+        "try:\n"
+        "    runpy.run_module('tracegraph.cli', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print(sorted(m for m in ('pandas', 'numpy') if m in sys.modules))\n"
+    )
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home))
+    env.pop("TRACEGRAPH_DB", None)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "op,type,device,dur_us,kernels_us,share" and len(lines) == 12
+    assert lines[-1] == "[]"

@@ -180,3 +180,43 @@ def test_old_one_graph_layout_is_refused_with_what_to_do(tmp_path):
         proc = run_cli(*args, home=home)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
         assert "layout of tracegraph 0.1" in proc.stderr and "move the data directory away" in proc.stderr
+
+
+def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
+    """Claiming an empty database (catalog indexes + layout key) is one
+    step: a process that opens it meanwhile never sees a catalog without a
+    layout key and takes it for tracegraph 0.1's (CI saw that once)."""
+    import threading
+
+    from tracegraph.db.embedded import EmbeddedServer
+    from tracegraph.db.falkor import LAYOUT, FalkorGraph
+
+    server = EmbeddedServer(tmp_path / "home")
+    sock = server.acquire()
+    try:
+        for round_ in range(10):
+            prefix = f"race{round_}"
+            start = threading.Barrier(8)
+            errors: list[BaseException] = []
+
+            def open_it(prefix=prefix, start=start, errors=errors) -> None:
+                start.wait()
+                try:
+                    FalkorGraph(unix_socket=sock, prefix=prefix, backend="embedded").close()
+                except Exception as e:  # collected and asserted below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=open_it) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert errors == []
+            r = redis.Redis(unix_socket_path=sock)
+            assert r.get(f"{prefix}:layout") == LAYOUT.encode()
+            indexed = r.execute_command(
+                "GRAPH.QUERY", prefix, "CALL db.indexes() YIELD label RETURN label ORDER BY label"
+            )
+            assert [row[0] for row in indexed[1]] == [b"OpTotals", b"Trace"]
+    finally:
+        server.release()

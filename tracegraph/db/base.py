@@ -15,9 +15,10 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas costs ~0.2 s to import; a CLI query must not pay it
+    import pandas as pd
 
 from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 

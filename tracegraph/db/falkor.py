@@ -38,7 +38,6 @@ from falkordb.helpers import stringify_param_value
 from falkordb.node import Node
 from falkordb.path import Path as FPath
 
-from tracegraph.db import falkor_load
 from tracegraph.db.base import (
     CATALOG_LABELS,
     Deadline,
@@ -53,7 +52,6 @@ from tracegraph.db.base import (
     relationship_value,
     rows_query,
 )
-from tracegraph.db.values import row_dicts
 from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation, UserError
 
 LAYOUT = "3"
@@ -104,27 +102,47 @@ class FalkorGraph:
         return f"{self.prefix}:load:{load_id}"
 
     def _check_layout(self) -> None:
+        """Refuse a database in another layout; claim an empty one.
+
+        The claim (catalog indexes, which create the catalog's key, and the
+        layout key) is one MULTI/EXEC. What was read under WATCH counts only
+        once an EXEC has confirmed that neither key changed since: two plain
+        reads could straddle another process's claim and see its catalog
+        without its layout key (CI saw that once, as "layout of 0.1")."""
         layout_key = f"{self.prefix}:layout"
-        raw = self._redis.get(layout_key)
-        found = raw.decode() if isinstance(raw, bytes) else raw
-        if found is None and self._redis.exists(self.prefix):
-            raise DatabaseError(
-                f"the FalkorDB graph {self.prefix!r} at {self._where} holds traces in the layout of tracegraph "
-                "0.1 (every trace in one graph, which FalkorDB can corrupt on replace or drop); tracegraph 0.2 "
-                "cannot read it: "
-                + ("move the data directory away" if self.backend == "embedded" else f"delete the key {self.prefix!r}")
-                + " and ingest the traces again"
-            )
-        if found is not None and found != LAYOUT:
+        with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(layout_key, self.prefix)
+                    raw = pipe.get(layout_key)
+                    found = raw.decode() if isinstance(raw, bytes) else raw
+                    if found == LAYOUT:
+                        return
+                    empty = found is None and not pipe.exists(self.prefix)
+                    pipe.multi()
+                    if empty:
+                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)")
+                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)")
+                        pipe.set(layout_key, LAYOUT)
+                    else:
+                        pipe.get(layout_key)  # only confirms what was read
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    continue  # another process changed it meanwhile: look again
+        if empty:
+            return
+        if found is not None:
             raise DatabaseError(
                 f"the FalkorDB graph {self.prefix!r} at {self._where} has layout {found}, "
                 f"this tracegraph reads layout {LAYOUT}: use the tracegraph that wrote it"
             )
-        if found is None:
-            # The catalog's indexes create its key; the layout key says who owns it.
-            self._query(self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)", None, write=True)
-            self._query(self.prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)", None, write=True)
-            self._redis.set(layout_key, LAYOUT)
+        what_to_do = "move the data directory away" if self.backend == "embedded" else f"delete the key {self.prefix!r}"
+        raise DatabaseError(
+            f"the FalkorDB graph {self.prefix!r} at {self._where} holds traces in the layout of tracegraph 0.1 "
+            "(every trace in one graph, which FalkorDB can corrupt on replace or drop); tracegraph 0.2 cannot "
+            f"read it: {what_to_do} and ingest the traces again"
+        )
 
     # -- statements --------------------------------------------------------
 
@@ -233,6 +251,8 @@ class FalkorGraph:
             def run_write(query: str, params: dict[str, Any] | None) -> Result:
                 return self._query(key, query, params, write=True)
 
+            from tracegraph.db import falkor_load  # pandas: only loads pay its import
+
             falkor_load.load(run_write, name, int(res.rows[0][0]), tables, progress)
             self._verify(key, tables)
             checkpoint("load-written")
@@ -270,6 +290,8 @@ class FalkorGraph:
         MULTI/EXEC; without ``replace`` the trace's key is WATCHed, so that a
         trace of that name published meanwhile makes this one fail."""
         target = self._trace_key(name)
+        from tracegraph.db.values import row_dicts  # pandas: only loads pay its import
+
         catalog = [("Trace", {**tables.trace_props, "trace": name, "uid": "trace", "status": "ready"})]
         for t in tables.nodes:
             if t.label in CATALOG_LABELS:

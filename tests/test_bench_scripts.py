@@ -1,0 +1,66 @@
+"""The benchmark scripts still run against today's code.
+
+bench/ is not installed and nothing imports it, so an interface a script
+calls can go away unnoticed until someone reruns the numbers (it happened:
+``graph.ensure_schema()``). Each script runs once here on a small input and
+its answers are checked against a computation made in the test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SIMPLE_ADD = ROOT / "tests" / "data" / "hta" / "simple_add.json.gz"
+HTA_SIMPLE_ADD_PATH_US = 41_435_234.0  # HTA 0.5.0's critical path length on this trace (bench/hta-results/)
+
+
+def _bench(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, TRACEGRAPH_HOME=str(tmp_path / "home"))
+    env.pop("TRACEGRAPH_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_hta_compare_tracegraph_half(tmp_path):
+    out = tmp_path / "tg.json"
+    proc = _bench("bench.hta_compare", "tracegraph", str(SIMPLE_ADD), "--out", str(out), tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())[str(SIMPLE_ADD)]
+    want: dict[str, float] = {}
+    with gzip.open(SIMPLE_ADD, "rt") as f:
+        for e in json.load(f)["traceEvents"]:
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                want[e["name"]] = want.get(e["name"], 0.0) + float(e["dur"])
+    assert want and got["kernels"].keys() == want.keys()
+    for name, total in want.items():
+        assert got["kernels"][name] == pytest.approx(total, abs=1e-6)
+    assert got["critical_path_us"] == pytest.approx(HTA_SIMPLE_ADD_PATH_US, rel=0.02)
+
+
+def test_bench_run_small(tmp_path):
+    """bench.run end to end on a 300-op trace: generation, both ingest forms,
+    every analysis, the CLI timings, and its own peak-memory check."""
+    proc = _bench(
+        "bench.run",
+        "--sizes",
+        "300",
+        "--repeat",
+        "1",
+        "--no-reference",
+        "--out",
+        str(tmp_path / "bench-out"),
+        tmp_path=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("peak-memory check") == 2 and "peak-memory check (text): OK" in proc.stdout
+    assert "failed" not in proc.stdout, proc.stdout
+    assert len(list((tmp_path / "bench-out").glob("results-*.json"))) == 1
