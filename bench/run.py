@@ -353,7 +353,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--batch-sweep",
         default="",
-        help="also ingest the largest binary trace with these TRACEGRAPH_BATCH_ROWS values, e.g. 2000,5000,10000,20000",
+        help="also ingest the largest binary trace with these rows per batch (TRACEGRAPH_BATCH_ROWS, on Neo4j TRACEGRAPH_NEO4J_BATCH_ROWS), e.g. 5000,10000,20000",
     )
     args = p.parse_args(argv)
     OUT = args.out
@@ -495,7 +495,12 @@ def main(argv=None) -> int:
             for rows in [int(x) for x in args.batch_sweep.split(",")]:
                 trace = f"bench-{big}-batch{rows}"
                 drop(state["graph"], trace)
-                r = ingest(files[big]["binary"], trace, db, dict(env, TRACEGRAPH_BATCH_ROWS=str(rows)))
+                r = ingest(
+                    files[big]["binary"],
+                    trace,
+                    db,
+                    dict(env, TRACEGRAPH_BATCH_ROWS=str(rows), TRACEGRAPH_NEO4J_BATCH_ROWS=str(rows)),
+                )
                 drop(state["graph"], trace)
                 r["batch_rows"] = rows
                 sweep.append(r)
