@@ -17,26 +17,21 @@
 // that allocator is live there when alloc_us <= peak_us < free_us (never
 // freed counts as live), as in peak-memory. The peak_live_bytes of all
 // rows sum to the trace's memory peak (allocations without an op are in
-// no row). Order: largest total_us first, then scope (one row per scope).
+// no row). Each op's share is computed at ingest (`Op.peak_live_bytes`),
+// so this is one pass over the ops. Order: largest total_us first, then
+// scope (one row per scope).
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param depth => 1
-OPTIONAL MATCH (m:Allocator {trace: $trace})
-WHERE m.peak_bytes IS NOT NULL
-WITH m
-ORDER BY m.peak_bytes DESC, m.name, m.uid
-LIMIT 1
+MATCH (tr:Trace {trace: $trace, uid: 'trace'})
 MATCH (o:Op {trace: $trace})
 WHERE o.executed
-OPTIONAL MATCH (o)-[:ALLOCATED]->(a:Allocation)
-WITH m, o, sum(CASE WHEN m IS NOT NULL AND a.allocator_name = m.name AND a.alloc_us <= m.peak_us
-                         AND (a.free_us IS NULL OR a.free_us > m.peak_us) THEN a.bytes ELSE 0 END) AS live
-WITH m, o, live, split(o.scope, '/') AS parts
-WITH m, o, live,
+WITH tr, o, split(o.scope, '/') AS parts
+WITH tr, o,
      CASE WHEN coalesce(o.scope, '') = '' THEN '(root)'
           ELSE reduce(s = parts[0], x IN parts[1..CASE WHEN $depth > 1 THEN $depth ELSE 1 END] | s + '/' + x)
      END AS scope
-WITH m, scope, count(o) AS ops, sum(o.weight_us) AS total_us, sum(live) AS live
-RETURN scope, ops, total_us, CASE WHEN m IS NULL THEN null ELSE toInteger(live) END AS peak_live_bytes
+WITH tr, scope, count(o) AS ops, sum(o.weight_us) AS total_us, sum(o.peak_live_bytes) AS live
+RETURN scope, ops, total_us, CASE WHEN tr.memory_peak_bytes IS NULL THEN null ELSE toInteger(live) END AS peak_live_bytes
 ORDER BY total_us DESC, scope

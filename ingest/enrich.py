@@ -61,6 +61,7 @@ def enrich(tf: TraceFrames) -> Summary:
     summary = Summary()
     summary.props.update(_dag_passes(tf))
     summary.props.update(_memory(tf))
+    _peak_live(tf)
     _stream_order(tf)
     _stream_busy(tf)
     _copy_exposure(tf)
@@ -175,6 +176,29 @@ def _memory(tf: TraceFrames) -> dict[str, TraceProp]:
         al.at[row, "timeline_bytes"] = pts["live"].astype(int).tolist()  # type: ignore[assignment]
         peak_all = max(peak_all, float(pts["live"].iloc[i]))
     return {"memory_peak_bytes": int(peak_all)}
+
+
+def _peak_live(tf: TraceFrames) -> None:
+    """``peak_live_bytes`` per op: the bytes of its allocations live at the
+    trace's memory peak, the peak of the allocator with the largest peak
+    (ties: name, then uid), first reached at its ``peak_us``; live means
+    alloc_us <= peak_us < free_us (never freed: live). Stored so that
+    layer-breakdown sums ops, not a grouping of every op's allocations."""
+    ops = tf.ops
+    ops["peak_live_bytes"] = 0
+    al = tf.allocators[tf.allocators["peak_bytes"].notna()]
+    if al.empty:
+        return
+    top = al.assign(p=al["peak_bytes"].astype("int64")).sort_values(
+        ["p", "name", "uid"], ascending=[False, True, True], kind="stable"
+    )
+    allocator, peak_us = top["uid"].iloc[0], float(top["peak_us"].iloc[0])
+    a = tf.allocations
+    alloc_us = pd.to_numeric(a["alloc_us"], errors="coerce")
+    free_us = pd.to_numeric(a["free_us"], errors="coerce")
+    live = a[(a["allocator"] == allocator) & (alloc_us <= peak_us) & (free_us.isna() | (free_us > peak_us))]
+    per_op = live[live["op"].notna()].groupby("op")["bytes"].sum()
+    ops["peak_live_bytes"] = ops["uid"].map(per_op).fillna(0).astype("int64")
 
 
 def _stream_order(tf: TraceFrames) -> None:

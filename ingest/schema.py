@@ -170,6 +170,12 @@ TABLES: tuple[Table, ...] = (
             _c("chain_pred", "str", "uid of its predecessor on that chain", ENRICH, False),
             _c("lc_step", "int", "its position on the longest chain (absent elsewhere)", ENRICH),
             _c("inputs", "int", "its data inputs, one per input position", ENRICH),
+            _c(
+                "peak_live_bytes",
+                "int",
+                "bytes of its allocations live at the trace's memory peak (see layer-breakdown; 0: none)",
+                ENRICH,
+            ),
             *PATH,
         ),
     ),

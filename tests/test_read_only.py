@@ -72,6 +72,17 @@ def test_unusable_database_is_one_line(tmp_path, uri, words):
     assert proc.returncode == 1 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_db_option_counts_before_or_after_the_command(tmp_path, where):
+    """``tracegraph --db URI traces`` once used the default database: the
+    subcommand's default for --db overwrote what came before it."""
+    args = ["--db", "falkordb://127.0.0.1:1", "traces"]
+    proc = run_cli(*(args if where == "before" else args[2:] + args[:2]), home=tmp_path)
+    assert proc.returncode == 1 and "cannot reach FalkorDB at 127.0.0.1:1" in proc.stderr, proc.stderr
+    debug = run_cli("--debug", "traces", "--db", "falkordb://127.0.0.1:1", home=tmp_path)
+    assert "Traceback" in debug.stderr  # --debug before the command still counts
+
+
 def test_missing_neo4j_database_is_one_line(tmp_path):
     if not NEO4J_URI:
         pytest.skip(NO_NEO4J)

@@ -313,22 +313,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(host=args.host, port=args.port, db=args.db, log_level=args.log_level)
 
 
+def _common_options(*, before_command: bool) -> argparse.ArgumentParser:
+    """``--db`` and ``--debug``, accepted before the command and after it.
+    After it they default to *absent*: argparse copies a subcommand's
+    defaults over what was parsed before the command, so ``tracegraph --db
+    URI ingest ...`` would otherwise silently use the default database."""
+    c = argparse.ArgumentParser(add_help=False)
+    c.add_argument(
+        "--db",
+        default=None if before_command else argparse.SUPPRESS,
+        help="neo4j://host:7687, bolt://..., falkordb://host:port; default: $TRACEGRAPH_DB, else the embedded FalkorDB",
+    )
+    c.add_argument(
+        "--debug", action="store_true", default=False if before_command else argparse.SUPPRESS, help="show tracebacks"
+    )
+    return c
+
+
 def _parser() -> argparse.ArgumentParser:
     from tracegraph.ingest import formats
 
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--db",
-        help="neo4j://host:7687, bolt://..., falkordb://host:port; default: $TRACEGRAPH_DB, else the embedded FalkorDB",
-    )
-    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    top, common = _common_options(before_command=True), _common_options(before_command=False)
     fmt = argparse.ArgumentParser(add_help=False)
     fmt.add_argument("--format", choices=["table", "json", "csv"], default="table")
     params = argparse.ArgumentParser(add_help=False)
     params.add_argument("--param", action="append", metavar="KEY=VALUE", default=[])
 
     p = argparse.ArgumentParser(
-        prog="tracegraph", description="Deep-learning execution traces as a queryable graph.", parents=[common]
+        prog="tracegraph", description="Deep-learning execution traces as a queryable graph.", parents=[top]
     )
     p.add_argument("--version", action="version", version=f"tracegraph {tracegraph.__version__}")
     sub = p.add_subparsers(metavar="COMMAND")

@@ -527,8 +527,12 @@ def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
 
 
 def _first_line(e: BaseException | str) -> str:
+    """The first line of a driver message, without the colon that
+    introduces the lines it leaves out."""
     text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__ if isinstance(e, BaseException) else ""
+    if not text:
+        return type(e).__name__ if isinstance(e, BaseException) else ""
+    return text.splitlines()[0].rstrip(":")
 
 
 def _value(v: Any) -> Any:
