@@ -25,7 +25,9 @@
 // Persistent memory (no alloc time) is outside the timeline and never
 // listed. Allocators with nothing live at t have no rows. Order:
 // allocator, then larger bytes first, then earlier alloc_us, then op name,
-// then the allocation's uid.
+// then the allocation's uid. The allocations are matched twice (once for
+// the sum, once for the rows) rather than collected and unwound: a row
+// that carries the collected list makes a sort hold it once per row.
 //
 // Neo4j Browser:
 //   :param trace => 'alexnet'
@@ -36,8 +38,6 @@ WHERE $allocator IS NULL OR m.name = $allocator
 MATCH (a:Allocation)-[:IN_ALLOCATOR]->(m)
 WHERE a.alloc_us <= $at_us AND (a.free_us IS NULL OR a.free_us > $at_us)
 WITH m, toInteger(sum(a.bytes)) AS live_bytes
-// The same allocations again, rather than collect() and UNWIND: a row that
-// carries the collected list makes a sort hold it once per row.
 MATCH (a:Allocation)-[:IN_ALLOCATOR]->(m)
 WHERE a.alloc_us <= $at_us AND (a.free_us IS NULL OR a.free_us > $at_us)
 OPTIONAL MATCH (t:Tensor)-[:BACKED_BY]->(a)
