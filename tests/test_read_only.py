@@ -100,3 +100,75 @@ def test_neo4j_logs_stay_quiet(tmp_path):
     assert plain.stderr == ""
     debug = run_cli("cypher", query, "--db", NEO4J_URI, "--debug", home=tmp_path, check=True)
     assert "no_such_property_anywhere" not in debug.stderr and "notification" not in debug.stderr.lower()
+
+
+@pytest.fixture(scope="module")
+def neo4j_with_auth(tmp_path_factory):
+    """A second Neo4j with authentication on, made from the server that
+    ../shared/neo4j-local assembled (its jars, a fresh data directory, a
+    free port), started for this module and stopped after it. Skipped
+    without an assembled server."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    from pathlib import Path
+
+    source = Path(os.environ.get("TRACEGRAPH_NEO4J_HOME", Path.home() / ".cache" / "tracegraph-neo4j"))
+    if not (source / "start.sh").is_file() or not shutil.which("java"):
+        pytest.skip(f"no Neo4j assembled by ../shared/neo4j-local at {source} (or no java)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = tmp_path_factory.mktemp("neo4j-auth")
+    for d in ("conf", "data", "logs", "run", "import"):
+        (home / d).mkdir()
+    for d in ("lib", "plugins", "licenses"):
+        (home / d).symlink_to(source / d)
+    for xml in (source / "conf").glob("*.xml"):
+        shutil.copy(xml, home / "conf")
+    conf = (source / "conf" / "neo4j.conf").read_text().replace(str(source), str(home))
+    conf = conf.replace("auth_enabled=false", "auth_enabled=true").replace(":7687", f":{port}")
+    conf = conf.replace("size=1g", "size=512m").replace("pagecache.size=512m", "pagecache.size=64m")
+    (home / "conf" / "neo4j.conf").write_text(conf)
+    start = (source / "start.sh").read_text().replace(str(source), str(home))
+    start = start.replace("BOLT_PORT=7687", f"BOLT_PORT={port}").replace("HEAP=1g", "HEAP=512m")
+    (home / "start.sh").write_text(start)
+    started = subprocess.run(["bash", str(home / "start.sh")], capture_output=True, text=True, timeout=180)
+    if started.returncode:
+        pytest.fail(f"the authenticated Neo4j did not start: {started.stderr[-500:]}")
+    try:
+        yield f"bolt://127.0.0.1:{port}"
+    finally:
+        pid = int((home / "run" / "neo4j.pid").read_text())
+        os.kill(pid, 15)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:  # not our child (start.sh ran it): wait by polling
+            import time
+
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.2)
+
+
+@pytest.mark.parametrize("how", ["uri", "environment"])
+def test_wrong_neo4j_credentials_are_one_line(tmp_path, neo4j_with_auth, how):
+    """A live server with authentication on refuses wrong credentials."""
+    if how == "uri":
+        uri = neo4j_with_auth.replace("bolt://", "bolt://someone:wrong@")
+        proc = run_cli("traces", "--db", uri, home=tmp_path)
+    else:
+        proc = run_cli(
+            "traces",
+            "--db",
+            neo4j_with_auth,
+            home=tmp_path,
+            env={"NEO4J_USER": "neo4j", "NEO4J_PASSWORD": "not-the-password"},
+        )
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "refused the credentials" in proc.stderr and "NEO4J_PASSWORD" in proc.stderr
