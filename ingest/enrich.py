@@ -182,10 +182,10 @@ def _peak_live(tf: TraceFrames) -> None:
     """``peak_live_bytes`` per op: the bytes of its allocations live at the
     trace's memory peak, the peak of the allocator with the largest peak
     (ties: name, then uid), first reached at its ``peak_us``; live means
-    alloc_us <= peak_us < free_us (never freed: live). Stored so that
+    alloc_us <= peak_us < free_us (never freed: live); absent when 0. Stored so that
     layer-breakdown sums ops, not a grouping of every op's allocations."""
     ops = tf.ops
-    ops["peak_live_bytes"] = 0
+    ops["peak_live_bytes"] = None
     al = tf.allocators[tf.allocators["peak_bytes"].notna()]
     if al.empty:
         return
@@ -198,7 +198,8 @@ def _peak_live(tf: TraceFrames) -> None:
     free_us = pd.to_numeric(a["free_us"], errors="coerce")
     live = a[(a["allocator"] == allocator) & (alloc_us <= peak_us) & (free_us.isna() | (free_us > peak_us))]
     per_op = live[live["op"].notna()].groupby("op")["bytes"].sum()
-    ops["peak_live_bytes"] = ops["uid"].map(per_op).fillna(0).astype("int64")
+    # Absent (not 0) where nothing is live: most ops, and sum() skips nulls.
+    ops["peak_live_bytes"] = [int(b) if b == b and b else None for b in ops["uid"].map(per_op)]
 
 
 def _stream_order(tf: TraceFrames) -> None:

@@ -173,7 +173,7 @@ TABLES: tuple[Table, ...] = (
             _c(
                 "peak_live_bytes",
                 "int",
-                "bytes of its allocations live at the trace's memory peak (see layer-breakdown; 0: none)",
+                "bytes of its allocations live at the trace's memory peak (see layer-breakdown; absent: none)",
                 ENRICH,
             ),
             *PATH,

@@ -105,17 +105,18 @@ def test_neo4j_logs_stay_quiet(tmp_path):
 @pytest.fixture(scope="module")
 def neo4j_with_auth(tmp_path_factory):
     """A second Neo4j with authentication on, made from the server that
-    ../shared/neo4j-local assembled (its jars, a fresh data directory, a
-    free port), started for this module and stopped after it. Skipped
-    without an assembled server."""
+    ../shared/neo4j-local assembled (its jars and scripts, a fresh data
+    directory, a free port), started for this module and stopped after it
+    by its own stop.sh. Skipped without an assembled server."""
     import os
+    import re
     import shutil
     import socket
     import subprocess
     from pathlib import Path
 
     source = Path(os.environ.get("TRACEGRAPH_NEO4J_HOME", Path.home() / ".cache" / "tracegraph-neo4j"))
-    if not (source / "start.sh").is_file() or not shutil.which("java"):
+    if not all((source / f).is_file() for f in ("start.sh", "stop.sh", "conf/neo4j.conf")) or not shutil.which("java"):
         pytest.skip(f"no Neo4j assembled by ../shared/neo4j-local at {source} (or no java)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -127,33 +128,34 @@ def neo4j_with_auth(tmp_path_factory):
         (home / d).symlink_to(source / d)
     for xml in (source / "conf").glob("*.xml"):
         shutil.copy(xml, home / "conf")
-    conf = (source / "conf" / "neo4j.conf").read_text().replace(str(source), str(home))
-    conf = conf.replace("auth_enabled=false", "auth_enabled=true").replace(":7687", f":{port}")
-    conf = conf.replace("size=1g", "size=512m").replace("pagecache.size=512m", "pagecache.size=64m")
-    (home / "conf" / "neo4j.conf").write_text(conf)
-    start = (source / "start.sh").read_text().replace(str(source), str(home))
-    start = start.replace("BOLT_PORT=7687", f"BOLT_PORT={port}").replace("HEAP=1g", "HEAP=512m")
-    (home / "start.sh").write_text(start)
-    started = subprocess.run(["bash", str(home / "start.sh")], capture_output=True, text=True, timeout=180)
-    if started.returncode:
-        pytest.fail(f"the authenticated Neo4j did not start: {started.stderr[-500:]}")
-    try:
-        yield f"bolt://127.0.0.1:{port}"
-    finally:
-        pid = int((home / "run" / "neo4j.pid").read_text())
-        os.kill(pid, 15)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:  # not our child (start.sh ran it): wait by polling
-            import time
 
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.2)
+    def rewrite(name: str, settings: dict[str, str]) -> None:
+        text = (source / name).read_text().replace(str(source), str(home))
+        for key, value in settings.items():
+            text = re.sub(rf"^{re.escape(key)}=.*$", f"{key}={value}", text, flags=re.M)
+        (home / name).write_text(text)
+
+    address = f"127.0.0.1:{port}"
+    rewrite(
+        "conf/neo4j.conf",
+        {
+            "dbms.security.auth_enabled": "true",
+            "server.bolt.listen_address": address,
+            "server.bolt.advertised_address": address,
+            "server.memory.heap.initial_size": "512m",
+            "server.memory.heap.max_size": "512m",
+            "server.memory.pagecache.size": "64m",
+        },
+    )
+    rewrite("start.sh", {"BOLT_PORT": str(port), "HEAP": "512m"})
+    rewrite("stop.sh", {})
+    try:
+        started = subprocess.run(["bash", str(home / "start.sh")], capture_output=True, text=True, timeout=300)
+        if started.returncode:
+            pytest.fail(f"the authenticated Neo4j did not start: {started.stderr[-500:]}")
+        yield f"bolt://{address}"
+    finally:
+        subprocess.run(["bash", str(home / "stop.sh")], capture_output=True, timeout=120)
 
 
 @pytest.mark.parametrize("how", ["uri", "environment"])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tracegraph
-from tracegraph.errors import UserError
+from tracegraph.errors import UserError, first_line
 
 if TYPE_CHECKING:  # imported where used: a command loads only what it needs
     from rich.progress import TaskID
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         hint = f" ({e.cli_hint})" if e.cli_hint else ""
-        print(f"tracegraph: error: {_one_line(str(e))}{hint}", file=sys.stderr)
+        print(f"tracegraph: error: {first_line(e)}{hint}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("tracegraph: interrupted", file=sys.stderr)
@@ -51,11 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `tracegraph query ... | head`
         sys.stderr.close()
         return 0
-
-
-def _one_line(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else text
 
 
 @contextmanager

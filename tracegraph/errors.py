@@ -12,6 +12,19 @@ from __future__ import annotations
 import os
 
 
+def first_line(message: BaseException | str) -> str:
+    """A message as one line: its first line, and when that line ends with
+    a colon (introducing the lines below it, as the Neo4j driver's "Couldn't
+    connect to ...:" does) its last line too, which holds the reason. An
+    exception without a message is named by its class."""
+    lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(message).__name__ if isinstance(message, BaseException) else ""
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[-1]}"
+    return lines[0]
+
+
 class UserError(Exception):
     """A problem with what the user asked for (a bad parameter, say).
 

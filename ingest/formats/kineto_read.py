@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import ijson
 
-from tracegraph.errors import InputError, TooLarge
+from tracegraph.errors import InputError, TooLarge, first_line
 from tracegraph.ingest.limits import MAX_FILE_BYTES, SNIFF_BYTES, human
 from tracegraph.ingest.source import open_binary
 
@@ -123,24 +123,19 @@ def _errors(path: Path) -> Callable[[BaseException], InputError]:
 
     def wrap(exc: BaseException) -> InputError:
         if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
-            return InputError(path, f"not a valid gzip file: {_first_line(exc)}")
+            return InputError(path, f"not a valid gzip file: {first_line(exc)}")
         if isinstance(exc, EOFError):
             return InputError(path, "gzip stream ends early (truncated file)")
         if isinstance(exc, ijson.IncompleteJSONError):
-            msg = _first_line(exc)
+            msg = first_line(exc)
             if "premature EOF" in msg or "incomplete" in msg.lower():
                 return InputError(path, "truncated JSON (the file ends inside the trace)")
             return InputError(path, f"malformed JSON: {msg}")
         if isinstance(exc, UnicodeDecodeError):
             return InputError(path, "not UTF-8 text")
-        return InputError(path, f"cannot read: {_first_line(exc)}")
+        return InputError(path, f"cannot read: {first_line(exc)}")
 
     return wrap
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0].strip() if text else type(exc).__name__
 
 
 _READ_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError, ijson.JSONError, UnicodeDecodeError, OSError)

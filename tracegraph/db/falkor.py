@@ -52,7 +52,16 @@ from tracegraph.db.base import (
     relationship_value,
     rows_query,
 )
-from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation, UserError
+from tracegraph.errors import (
+    Conflict,
+    DatabaseError,
+    NotFound,
+    QueryError,
+    QueryTimeout,
+    ReadOnlyViolation,
+    UserError,
+    first_line,
+)
 
 LAYOUT = "3"
 _SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
@@ -89,7 +98,7 @@ class FalkorGraph:
             self._redis = self._db.connection
             self._redis.ping()
         except redis.RedisError as e:
-            raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {_first_line(e)}") from None
+            raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {first_line(e)}") from None
         self._deadline = Deadline()
         self._check_layout()
 
@@ -104,35 +113,20 @@ class FalkorGraph:
     def _check_layout(self) -> None:
         """Refuse a database in another layout; claim an empty one.
 
-        The claim (catalog indexes, which create the catalog's key, and the
-        layout key) is one MULTI/EXEC. What was read under WATCH counts only
-        once an EXEC has confirmed that neither key changed since: two plain
-        reads could straddle another process's claim and see its catalog
-        without its layout key (CI saw that once, as "layout of 0.1")."""
+        A layout key, once set, never changes: one GET settles every open
+        but the first. The claim (the catalog's indexes, which create its
+        key, and the layout key) is one MULTI/EXEC, and what was read under
+        WATCH counts only once an EXEC has confirmed that neither key
+        changed since: two plain reads could straddle another process's
+        claim and see its catalog without its layout key (CI saw that once,
+        as "layout of 0.1")."""
         layout_key = f"{self.prefix}:layout"
-        with self._redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    pipe.watch(layout_key, self.prefix)
-                    raw = pipe.get(layout_key)
-                    found = raw.decode() if isinstance(raw, bytes) else raw
-                    if found == LAYOUT:
-                        return
-                    empty = found is None and not pipe.exists(self.prefix)
-                    pipe.multi()
-                    if empty:
-                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)")
-                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)")
-                        pipe.set(layout_key, LAYOUT)
-                    else:
-                        pipe.get(layout_key)  # only confirms what was read
-                    pipe.execute()
-                    break
-                except redis.WatchError:
-                    continue  # another process changed it meanwhile: look again
-        if empty:
+        found = self._layout(self._redis.get(layout_key))
+        if found is None:
+            found = self._claim(layout_key)
+        if found == LAYOUT:
             return
-        if found is not None:
+        if found != "0.1":
             raise DatabaseError(
                 f"the FalkorDB graph {self.prefix!r} at {self._where} has layout {found}, "
                 f"this tracegraph reads layout {LAYOUT}: use the tracegraph that wrote it"
@@ -143,6 +137,38 @@ class FalkorGraph:
             "(every trace in one graph, which FalkorDB can corrupt on replace or drop); tracegraph 0.2 cannot "
             f"read it: {what_to_do} and ingest the traces again"
         )
+
+    @staticmethod
+    def _layout(raw: Any) -> str | None:
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    def _claim(self, layout_key: str) -> str:
+        """The layout of a database that had no layout key: ours once this
+        process or another has claimed it, ``0.1`` when a catalog graph
+        exists without a layout key."""
+        with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(layout_key, self.prefix)
+                    found = self._layout(pipe.get(layout_key))
+                    if found is not None:
+                        return found
+                    legacy = bool(pipe.exists(self.prefix))
+                    pipe.multi()
+                    if legacy:
+                        pipe.get(layout_key)  # only confirms what was read
+                    else:
+                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)")
+                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)")
+                        pipe.set(layout_key, LAYOUT)
+                    replies = pipe.execute(raise_on_error=False)
+                    break
+                except redis.WatchError:
+                    continue  # another process changed it meanwhile: look again
+        failed = [r for r in replies if isinstance(r, Exception)]
+        if failed:
+            raise DatabaseError(f"FalkorDB at {self._where} refused to set up the catalog: {first_line(failed[0])}")
+        return "0.1" if legacy else LAYOUT
 
     # -- statements --------------------------------------------------------
 
@@ -181,11 +207,11 @@ class FalkorGraph:
             else:
                 res = graph.ro_query(query, _clean(params) if params else None, timeout=timeout_ms)
         except redis.ConnectionError as e:
-            raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {_first_line(e)}") from None
+            raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e)}") from None
         except redis.ResponseError as e:
             raise _query_error(e) from None
         except (ValueError, TypeError) as e:  # the client cannot send these parameters
-            raise QueryError(f"FalkorDB cannot take these parameters: {_first_line(e)}") from None
+            raise QueryError(f"FalkorDB cannot take these parameters: {first_line(e)}") from None
         columns = [h[1] if isinstance(h, (list, tuple)) else str(h) for h in (res.header or [])]
         rows = [[_value(v) for v in row] for row in (res.result_set or [])]
         stats = {
@@ -319,7 +345,7 @@ class FalkorGraph:
                 raise Conflict(f"trace {name!r} was stored by another process meanwhile") from None
         failed = [r for r in replies if isinstance(r, Exception)]
         if failed:
-            raise DatabaseError(f"FalkorDB did not publish trace {name!r}: {_first_line(failed[0])}")
+            raise DatabaseError(f"FalkorDB did not publish trace {name!r}: {first_line(failed[0])}")
 
     def drop_trace(self, name: str) -> int:
         key = self._trace_key(name)
@@ -362,7 +388,7 @@ class FalkorGraph:
                     self._redis.unlink(key)
                     removed.append(key)
         except redis.RedisError as e:
-            raise DatabaseError(f"FalkorDB at {self._where}: {_first_line(e)}") from None
+            raise DatabaseError(f"FalkorDB at {self._where}: {first_line(e)}") from None
         return removed
 
     def _compact_log(self) -> None:
@@ -423,18 +449,13 @@ def _with_params(query: str, params: dict[str, Any]) -> str:
 
 
 def _query_error(e: redis.ResponseError) -> UserError:
-    text = _first_line(e)
+    text = first_line(e)
     low = text.lower()
     if "timed out" in low or "timeout" in low:
         return QueryTimeout(f"the query timed out: it ran past its time limit ({text})")
     if "read-only" in low or "ro_query" in low or "is a write" in low:
         return ReadOnlyViolation(f"this query may only read: FalkorDB refused a write ({text})")
     return QueryError(f"FalkorDB refused the query: {text}")
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _clean(value: Any) -> Any:

@@ -70,7 +70,16 @@ from tracegraph.db.base import (
     rows_query,
 )
 from tracegraph.db.values import column_values
-from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError, QueryTimeout, ReadOnlyViolation, UserError
+from tracegraph.errors import (
+    Conflict,
+    DatabaseError,
+    NotFound,
+    QueryError,
+    QueryTimeout,
+    ReadOnlyViolation,
+    UserError,
+    first_line,
+)
 
 T = TypeVar("T")
 
@@ -130,7 +139,7 @@ class Neo4jGraph:
                 "or in NEO4J_USER / NEO4J_PASSWORD"
             ) from None
         except (ServiceUnavailable, SessionExpired, OSError) as e:
-            raise DatabaseError(f"cannot reach {who}: {_first_line(e)}") from None
+            raise DatabaseError(f"cannot reach {who}: {first_line(e)}") from None
 
     # -- statements --------------------------------------------------------
 
@@ -173,17 +182,17 @@ class Neo4jGraph:
             ) as session:
                 return session.execute_write(fn) if write else session.execute_read(fn)
         except (ServiceUnavailable, SessionExpired) as e:
-            raise DatabaseError(f"lost connection to Neo4j at {self._uri}: {_first_line(e)}") from None
+            raise DatabaseError(f"lost connection to Neo4j at {self._uri}: {first_line(e)}") from None
         except AuthError:
             raise DatabaseError(f"Neo4j at {self._uri} refused the credentials") from None
         except Neo4jError as e:
             raise self._error(e) from None
         except DriverError as e:
-            raise QueryError(f"Neo4j: {_first_line(e)}") from None
+            raise QueryError(f"Neo4j: {first_line(e)}") from None
 
     def _error(self, e: Neo4jError) -> UserError:
         code = e.code or ""
-        text = _first_line(e.message or str(e))
+        text = first_line(e.message or str(e))
         if code == "Neo.ClientError.Database.DatabaseNotFound":
             return DatabaseError(f"Neo4j at {self._uri} has no database {self._database or '(default)'!r}")
         if code.startswith("Neo.ClientError.Security."):
@@ -524,15 +533,6 @@ def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
     ]
     q += load_plan.creates(p, g, "n" if p.label is not None else "a", ends, len(lookups))
     return " ".join(q)
-
-
-def _first_line(e: BaseException | str) -> str:
-    """The first line of a driver message, without the colon that
-    introduces the lines it leaves out."""
-    text = str(e).strip()
-    if not text:
-        return type(e).__name__ if isinstance(e, BaseException) else ""
-    return text.splitlines()[0].rstrip(":")
 
 
 def _value(v: Any) -> Any:
