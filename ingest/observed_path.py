@@ -406,11 +406,12 @@ def _store(tf: TraceFrames, g: _Graph, rows: list[Segment]) -> None:
         else:
             i = elem - g.n_ops
             target, pos, res = kcols, int(g.kernel_rows[i]), g.kernel_resource[i]
-        target["ocp_steps"][pos] = [s[0] for s in segs]
-        target["ocp_kinds"][pos] = [s[1] for s in segs]
-        target["ocp_starts_us"][pos] = [s[2] for s in segs]
-        target["ocp_durs_us"][pos] = [s[3] for s in segs]
-        target["ocp_counted"][pos] = [bool(s[4]) for s in segs]
+        steps, kinds, starts, durs, counts = zip(*segs)
+        target["ocp_steps"][pos] = list(steps)
+        target["ocp_kinds"][pos] = list(kinds)
+        target["ocp_starts_us"][pos] = list(starts)
+        target["ocp_durs_us"][pos] = list(durs)
+        target["ocp_counted"][pos] = [bool(c) for c in counts]
         target["ocp_resource"][pos] = res
     for c in PATH_COLUMNS:
         ops[c] = cols[c]
@@ -422,17 +423,10 @@ def _store(tf: TraceFrames, g: _Graph, rows: list[Segment]) -> None:
             uid_of[elem] = (op_uids[int(g.op_rows[elem])], "Op")
         else:
             uid_of[elem] = (kernel_uids[int(g.kernel_rows[elem - g.n_ops])], "Kernel")
-    nxt: list[dict[str, Any]] = []
+    nxt: list[tuple[Any, Any, int, str, str]] = []
     for step in range(len(rows) - 1):
         a, b = rows[step][0], rows[step + 1][0]
         if a != b:
-            nxt.append(
-                {
-                    "src": uid_of[a][0],
-                    "dst": uid_of[b][0],
-                    "step": step,
-                    "src_label": uid_of[a][1],
-                    "dst_label": uid_of[b][1],
-                }
-            )
-    tf.observed_next = pd.DataFrame(nxt, columns=["src", "dst", "step", "src_label", "dst_label"])
+            (src, src_label), (dst, dst_label) = uid_of[a], uid_of[b]
+            nxt.append((src, dst, step, src_label, dst_label))
+    tf.observed_next = pd.DataFrame.from_records(nxt, columns=["src", "dst", "step", "src_label", "dst_label"])
