@@ -53,7 +53,10 @@ def detect(path: Path) -> str:
     for name in formats.names():
         if formats.get(name).sniff(head):
             return name
-    what = "binary content of no supported format" if b"\0" in head else "unrecognized format"
+    if head[:2] == b"\x1f\x8b":
+        what = "gzip-compressed data of no supported format"
+    else:
+        what = "binary content of no supported format" if b"\0" in head else "unrecognized format"
     raise UnknownFormat(path, f"{what} (supported: {', '.join(formats.names())})")
 
 

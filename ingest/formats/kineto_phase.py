@@ -9,7 +9,8 @@ takes the phase its own name gives, else its parent's (so everything inside
 ``optimizer.step()`` is optimizer work), else ``forward``; the
 ``ProfilerStep#N`` annotation itself is ``other`` and passes nothing down.
 Ops that launched a communication kernel are ``communication`` whatever
-their name.
+their name; the op standing for launches outside the trace (type
+``OutsideTrace``) is otherwise ``other``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def assign_phases(tf: TraceFrames) -> None:
     if ops.empty:
         return
     names = ops["name"].tolist()
+    types = ops["type"].tolist()
     uids = ops["uid"].tolist()
     parents = ops["parent"].tolist()
     index = {u: i for i, u in enumerate(uids)}
@@ -53,7 +55,7 @@ def assign_phases(tf: TraceFrames) -> None:
     phase: list[str | None] = [None] * len(uids)
     seq = ops["seq"].tolist()
     for i in sorted(range(len(uids)), key=seq.__getitem__):
-        mine = own_phase(names[i])
+        mine = "other" if types[i] == "OutsideTrace" else own_phase(names[i])
         if uids[i] in comm_launchers:
             mine = "communication"
         if mine is None:

@@ -36,8 +36,15 @@ What becomes what:
   ``args.correlation`` (per rank), or, when it has none, by the ``ac2g``
   flow whose end is on it. That call is the kernel's ``launch``; the op
   that launched it (``LAUNCHED``) is the innermost ``cpu_op`` enclosing the
-  call (the call itself when no cpu op encloses it). A device event that no
-  runtime call issued is an error.
+  call (the call itself when no cpu op encloses it). A device event whose
+  call is not in the trace (work queued before the profiler started; real
+  traces have many) has no ``launch``: it is a kernel of the op
+  ``op:<rank>:outside:<device>`` named ``[launched outside the trace]``
+  (type ``OutsideTrace``, phase ``other`` unless it launched NCCL kernels,
+  no thread, zero duration at the
+  first such kernel's start) of that rank and device, so that kernel totals
+  and stream times include it, and their number is kept in
+  ``meta_kernels_without_launch``.
 * ``cuda_sync`` records give the synchronization edges (``syncs``):
   ``Stream Sync`` (and ``Context Sync``, for every stream of the device):
   the blocking call (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``)
@@ -52,7 +59,9 @@ What becomes what:
   an allocation, < 0 for a free, ``Device Type`` 0 = CPU / 1 = CUDA,
   ``Device Id``) are paired by address per allocator
   ``mem:<rank>:<cpu|cuda:<id>>`` into Allocations (alloc, then the next
-  free of that address). A free without an allocation in the trace (memory
+  free of that address, in time order: the file groups records by
+  thread). Records without ``Addr`` (PyTorch 1.8/1.9) cannot be paired:
+  they are left out and counted in ``meta_memory_records_without_address``. A free without an allocation in the trace (memory
   allocated before profiling started) is skipped and counted in
   ``meta_unpaired_frees``; an allocation of an address that is still live
   closes the earlier one at that moment (its free was not recorded). An
@@ -67,12 +76,16 @@ What becomes what:
   annotations; ``backward`` inside ``autograd::engine::evaluate_function``
   ops and ``*Backward*`` ops; ``other`` for ``ProfilerStep#N``; otherwise an
   op inherits its parent's phase, and top-level ops are ``forward``.
+* Spans (``ph: X``) of other categories (``gpu_user_annotation``, MTIA
+  events, the profiler's own ``Trace`` span, ...) are not read; their
+  counts per category are kept in ``meta_skipped_span_categories`` (JSON).
 * Times: integer nanoseconds while parsing (``baseTimeNanoseconds`` + ``ts``
   x 1000, exact), then float microseconds since the trace's first op, kernel
   or memory record. ``ts`` is microseconds in every Chrome trace
   (``displayTimeUnit`` only sets how viewers display it; it is kept in meta).
 * Several rank files (:func:`parse_many`) make one trace: ranks from
-  ``distributedInfo.rank`` (file order when absent), one CPU device per
+  ``distributedInfo.rank`` (files without one take the lowest ranks no file
+  names, in file order), one CPU device per
   rank and its GPUs, names prefixed ``rank<r>/``; times of all ranks share
   one origin (the earliest event of any rank, on the ``baseTimeNanoseconds``
   + ``ts`` clock). ``distributedInfo`` (JSON) is kept as
@@ -84,13 +97,14 @@ instants, ``gpu_user_annotation``, counters.
 
 Errors (one line naming the file and the event ``traceEvents[i]``): an
 event without ``ph``, a span or memory record without ``ts``, a span
-without ``dur`` or with a negative one, a device event no runtime call
-issued, ranks given twice, plus the reading errors of :mod:`kineto_read`.
+without ``dur`` or with a negative one, a ``[memory]`` record without
+``Bytes``, ranks given twice, plus the reading errors of :mod:`kineto_read`.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -156,6 +170,8 @@ _KEPT_ARGS = (
 # One encoder for every op's attrs: json.dumps with an argument builds a
 # new encoder per call (measurable at 300k ops).
 _attrs_json = json.JSONEncoder(default=str).encode
+# The op that stands for launches outside the trace (see the docstring).
+OUTSIDE_OP_NAME = "[launched outside the trace]"
 
 
 def sniff(head: bytes) -> bool:
@@ -177,12 +193,18 @@ def parse(path: Path) -> TraceFrames:
 
 def parse_many(paths: list[Path]) -> TraceFrames:
     """Rank files of one job as one trace (a single file is one rank)."""
-    ranks = [_read_rank(Path(p), i) for i, p in enumerate(paths)]
+    ranks = [_read_rank(Path(p)) for p in paths]
     seen: dict[int, Path] = {}
     for r in ranks:
+        if r.rank is None:
+            continue
         if r.rank in seen:
             raise InputError(r.path, f"rank {r.rank} given twice (also {seen[r.rank]})", "distributedInfo.rank")
         seen[r.rank] = r.path
+    free = (n for n in itertools.count() if n not in seen)
+    for r in ranks:
+        if r.rank is None:  # no distributedInfo.rank: the lowest rank no file names
+            r.rank = next(free)
     if not any(r.ops or r.kernels for r in ranks):
         raise InputError(ranks[0].path, "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
     return _Assemble(ranks).frames()
@@ -194,8 +216,9 @@ def parse_many(paths: list[Path]) -> TraceFrames:
 # Where a flow event is: (pid, tid, ts in ns).
 _FlowPoint = tuple[Any, Any, int]
 # A kernel of the rank being assembled: (uid, device, stream, start, end,
-# start of the runtime call that launched it, that call's pid, tid).
-_KernelRun = tuple[str, Any, Any, int, int, int, Any, Any]
+# start of the runtime call that launched it, that call's pid, tid; None
+# when the call is not in the trace).
+_KernelRun = tuple[str, Any, Any, int, int, int | None, Any, Any]
 
 
 @dataclass
@@ -203,7 +226,7 @@ class _Rank:
     """What one rank file contributes, times in absolute integer ns."""
 
     path: Path
-    rank: int
+    rank: int | None  # None until parse_many numbers the files that give none
     header: dict[str, Any]
     # Events as mutable lists (the times are shifted in place); pid, tid,
     # device, stream, corr and ids are JSON values as the file has them.
@@ -215,13 +238,14 @@ class _Rank:
     memory: list[list[Any]] = field(default_factory=list)  # [index, pid, tid, t, args]
     flows_start: dict[Any, _FlowPoint] = field(default_factory=dict)  # ac2g id -> (pid, tid, ts)
     flows_end: dict[_FlowPoint, Any] = field(default_factory=dict)  # (pid, tid, ts) -> ac2g id
+    skipped: dict[str, int] = field(default_factory=dict)  # span category tracegraph does not read -> count
 
 
-def _read_rank(path: Path, order: int) -> _Rank:
+def _read_rank(path: Path) -> _Rank:
     header = kineto_read.read_header(path)
     trailer: dict[str, Any] = {}
     base = header.get("baseTimeNanoseconds")
-    r = _Rank(path, order, header)
+    r = _Rank(path, None, header)
     for i, ev in enumerate(kineto_read.stream_events(path, trailer)):
         _take(r, i, ev)
     header = {**trailer, **header}
@@ -266,6 +290,7 @@ def _take(r: _Rank, i: int, ev: object) -> None:
         host = _HOST_CATS.get(cat)
         dev = _DEVICE_CATS.get(cat)
         if host is None and dev is None and cat != "cuda_sync":
+            r.skipped[cat] = r.skipped.get(cat, 0) + 1
             return
         start = _time(r.path, ev, "ts", where)
         dur = _time(r.path, ev, "dur", where)
@@ -299,8 +324,8 @@ def _take(r: _Rank, i: int, ev: object) -> None:
             return
         t = _time(r.path, ev, "ts", where)
         args = ev.get("args") or {}
-        if not isinstance(args, dict) or "Addr" not in args or "Bytes" not in args:
-            raise InputError(r.path, "[memory] record without Addr and Bytes", where)
+        if not isinstance(args, dict) or "Bytes" not in args:
+            raise InputError(r.path, "[memory] record without Bytes", where)
         r.memory.append([i, ev.get("pid"), ev.get("tid"), t, args])
     elif ph in ("s", "f") and ev.get("cat") == "ac2g":
         t = _time(r.path, ev, "ts", where)
@@ -341,6 +366,9 @@ class _Assemble:
         self.syncs: list[Row] = []
         self.unpaired_frees = 0
         self.reported_peak: dict[str, int] = {}
+        self.outside_ops: dict[str, int] = {}  # op uid -> position in ops
+        self.kernels_without_launch = 0
+        self.memory_without_address = 0
 
     def prefix(self, r: _Rank) -> str:
         return f"rank{r.rank}/" if self.multi else ""
@@ -400,6 +428,14 @@ class _Assemble:
         if isinstance(props, list) and props:
             meta["device_names"] = json.dumps([p.get("name") for p in props if isinstance(p, dict)])
         meta["unpaired_frees"] = self.unpaired_frees
+        meta["kernels_without_launch"] = self.kernels_without_launch
+        skipped: dict[str, int] = {}
+        for r in self.ranks:
+            for cat, n in r.skipped.items():
+                skipped[cat] = skipped.get(cat, 0) + n
+        if skipped:
+            meta["skipped_span_categories"] = json.dumps(skipped, sort_keys=True)
+        meta["memory_records_without_address"] = self.memory_without_address
         if self.reported_peak:
             meta["reported_peak_bytes"] = json.dumps(self.reported_peak, sort_keys=True)
         return meta
@@ -472,12 +508,6 @@ class _Assemble:
                 flow = r.flows_end.get((device, stream, start))
                 src = r.flows_start.get(flow) if flow is not None else None
                 j = runtime_at.get(src) if src is not None else None
-            if j is None:
-                raise InputError(
-                    r.path,
-                    f"device event {name[:80]!r} (correlation {corr}) has no runtime call that issued it",
-                    f"traceEvents[{index}]",
-                )
             dev = self._device(r, "GPU", device)
             suid = f"s:{r.rank}:{device}:{stream}"
             self.streams.setdefault(suid, {"uid": suid, "device": dev, "name": f"stream:{stream}", "kind": "compute"})
@@ -487,20 +517,52 @@ class _Assemble:
                 m = _COPY_DIRECTION.search(name)
                 direction = m[1] if m else None
             nbytes = args.get("bytes") if kind in ("memcpy", "memset") else None
+            if j is None:
+                op, launch = self._outside_op(r, dev, start), None
+                self.rank_kernels.append((uid, device, stream, start, end, None, None, None))
+            else:
+                op, launch = self.ops[first + launcher[j]]["uid"], self.ops[first + j]["uid"]
+                self.rank_kernels.append((uid, device, stream, start, end, r.ops[j][5], r.ops[j][3], r.ops[j][4]))
             self.kernels.append(
                 {
                     "uid": uid,
-                    "op": self.ops[first + launcher[j]]["uid"],
+                    "op": op,
                     "stream": suid,
                     "name": name,
                     "kind": kind,
                     "bytes": _int_or_none(nbytes),
                     "direction": direction,
-                    "launch": self.ops[first + j]["uid"],
+                    "launch": launch,
                 }
             )
             self.kernel_times.append((start, end))
-            self.rank_kernels.append((uid, device, stream, start, end, r.ops[j][5], r.ops[j][3], r.ops[j][4]))
+
+    def _outside_op(self, r: _Rank, device_uid: str, start: int) -> str:
+        """The op that stands for the calls outside the trace that launched
+        device work on ``device_uid``: one per rank and device, at the
+        earliest such kernel's start, zero long."""
+        uid = f"op:{r.rank}:outside:{device_uid.rsplit(':', 1)[-1]}"
+        at = self.outside_ops.get(uid)
+        if at is None:
+            self.outside_ops[uid] = len(self.ops)
+            self.ops.append(
+                {
+                    "uid": uid,
+                    "name": OUTSIDE_OP_NAME,
+                    "type": "OutsideTrace",
+                    "device": device_uid,
+                    "executed": True,
+                    "attrs": _attrs_json({"synthesized_from": "kernels without a launch in the trace"}),
+                    "thread": None,
+                    "category": None,
+                    "phase": "other",
+                }
+            )
+            self.op_times.append((start, start))
+        elif start < self.op_times[at][0]:
+            self.op_times[at] = (start, start)
+        self.kernels_without_launch += 1
+        return uid
 
     def _syncs(self, r: _Rank, runtime_by_corr: dict[Any, int], first: int) -> None:
         """Synchronization edges from the rank's cuda_sync records."""
@@ -511,7 +573,8 @@ class _Assemble:
             by_stream.setdefault((device, stream), []).append((start, end, uid))
         launches: dict[tuple[Any, Any], list[tuple[int, str, Any, Any]]] = {}  # (launch start, uid, pid, tid)
         for uid, device, stream, _start, _end, launch_start, pid, tid in self.rank_kernels:
-            launches.setdefault((device, stream), []).append((launch_start, uid, pid, tid))
+            if launch_start is not None:
+                launches.setdefault((device, stream), []).append((launch_start, uid, pid, tid))
         for v in by_stream.values():
             v.sort()
         for w in launches.values():
@@ -563,8 +626,10 @@ class _Assemble:
     def _memory(self, r: _Rank, memory_op: list[int | None], first: int) -> None:
         live: dict[tuple[str, Any], int] = {}  # (allocator, address) -> allocation position
         pre = self.prefix(r)
-        for m, op in zip(r.memory, memory_op):
-            index, _, _, t, args = m
+        # In time order: Kineto writes the records grouped by thread, so a
+        # free on another thread can come before its allocation in the file.
+        for i in sorted(range(len(r.memory)), key=lambda i: r.memory[i][3]):
+            (index, _, _, t, args), op = r.memory[i], memory_op[i]
             dtype, did = args.get("Device Type"), args.get("Device Id")
             if dtype == 1 or (isinstance(did, int) and did >= 0 and dtype not in (0, None)):
                 dev = self._device(r, "GPU", did)
@@ -582,6 +647,9 @@ class _Assemble:
                 raise InputError(
                     r.path, f"[memory] Bytes is not an integer: {args.get('Bytes')!r}", f"traceEvents[{index}]"
                 )
+            if addr is None:  # PyTorch 1.8/1.9 recorded no address: nothing to pair it with
+                self.memory_without_address += 1
+                continue
             key = (auid, addr)
             if nbytes > 0:
                 if key in live:
