@@ -357,18 +357,27 @@ class Neo4jGraph:
 
     def _rename_all(self, old: str, new: str) -> None:
         """Every node of ``old`` but its Trace node renamed to ``new``, a batch per transaction."""
+        self._in_batches(old, "SET n.trace = $new", {"new": new}, RENAME_BATCH, checkpoint_name="swap-batch")
+
+    def _in_batches(
+        self, trace: str, action: str, params: dict[str, Any], batch: int, *, checkpoint_name: str | None = None
+    ) -> None:
+        """Apply ``action`` (to ``n``) to every node of ``trace`` but its
+        Trace node, ``batch`` nodes per transaction, until none is left to
+        match; the action must make a node stop matching (rename or delete)."""
         for label in LABELS:
             keep = " AND n.uid <> 'trace'" if label == "Trace" else ""
             while True:
                 res = self.run(
-                    f"MATCH (n:{label} {{trace: $old}}) WHERE true{keep} WITH n LIMIT {RENAME_BATCH} "
-                    "SET n.trace = $new RETURN count(*)",
-                    {"old": old, "new": new},
+                    f"MATCH (n:{label} {{trace: $trace}}) WHERE true{keep} WITH n LIMIT {batch} "
+                    f"{action} RETURN count(*)",
+                    {**params, "trace": trace},
                     write=True,
                 )
                 if not res.rows or int(res.rows[0][0]) == 0:
                     break
-                checkpoint("swap-batch")
+                if checkpoint_name:
+                    checkpoint(checkpoint_name)
 
     def drop_trace(self, name: str) -> int:
         """One small transaction marks the trace ``dropping`` (gone for
@@ -424,17 +433,7 @@ class Neo4jGraph:
     def _delete_all(self, trace: str) -> None:
         """Delete every node of ``trace`` in batches, its Trace node last (so
         that an interrupted deletion is still found by the next sweep)."""
-        for label in LABELS:
-            last = " AND n.uid <> 'trace'" if label == "Trace" else ""
-            while True:
-                res = self.run(
-                    f"MATCH (n:{label} {{trace: $trace}}) WHERE true{last} WITH n LIMIT {DELETE_BATCH} "
-                    "DETACH DELETE n RETURN count(*)",
-                    {"trace": trace},
-                    write=True,
-                )
-                if not res.rows or int(res.rows[0][0]) == 0:
-                    break
+        self._in_batches(trace, "DETACH DELETE n", {}, DELETE_BATCH)
         self.run("MATCH (t:Trace {trace: $trace}) DETACH DELETE t", {"trace": trace}, write=True)
 
     # -- the rest of the interface ----------------------------------------
