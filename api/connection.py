@@ -92,6 +92,9 @@ class GraphHolder:
     def trace_facts(self, name: str) -> dict[str, Any] | None:
         return self._call(lambda g: g.trace_facts(name))
 
+    def list_traces(self) -> list[dict[str, Any]]:
+        return self._call(lambda g: g.list_traces())
+
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:

@@ -44,15 +44,6 @@ def grass() -> Response:
     return Response(text, media_type="text/plain; charset=utf-8", headers=CORS)
 
 
-def query_body(analysis: Analysis) -> str:
-    """The Cypher after the ``//`` header."""
-    lines = analysis.text.splitlines()
-    i = 0
-    while i < len(lines) and (not lines[i].strip() or lines[i].strip().startswith("//")):
-        i += 1
-    return "\n".join(lines[i:]).strip()
-
-
 def browser_params(analysis: Analysis, trace: str) -> list[tuple[str, str]]:
     """(name, Cypher value) of the header's ``Neo4j Browser:`` block
     (``:param name => value`` lines), the trace replaced; parameters the
@@ -181,7 +172,7 @@ def render_guide(base_url: str, trace: str = "alexnet", key: str | None = None) 
             + "<p>Set the parameters:</p>"
             + _runnable(setup)
             + "<p>Run the analysis:</p>"
-            + _runnable(query_body(a))
+            + _runnable(a.statement)
             + view
             + f"<p>Columns:</p><ul>{cols}</ul>"
             + _definition_html(a)

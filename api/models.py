@@ -1,11 +1,18 @@
-"""The API's OpenAPI models: documentation of the JSON it sends and takes
-(responses are built as plain JSON, not through these)."""
+"""The API's own request and response models (health, jobs, ad-hoc Cypher,
+what-if's request, errors).
+
+Everything the service layer answers (traces, the catalog, analysis and
+what-if results) is declared once, as the dataclasses of
+:mod:`tracegraph.queries.types`: routes name those as their response
+models, so the OpenAPI document describes exactly the JSON they send."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from tracegraph.queries.types import TraceSummary
 
 
 class ErrorOut(BaseModel):
@@ -26,69 +33,6 @@ class HealthOut(BaseModel):
     detail: str | None = None
 
 
-class TraceOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    trace: str
-    framework: str | None = None
-    time_unit: str | None = None
-    ops: float | None = None
-    executed_ops: float | None = None
-    span_us: float | None = None
-    critical_path_us: float | None = None
-    critical_path_ops: float | None = None
-    longest_chain_ops: float | None = None
-    memory_peak_bytes: float | None = None
-    node_count: float | None = None
-    relationship_count: float | None = None
-    ingested_at: str | None = None
-    has_times: bool | None = None
-    has_deps: bool | None = None
-    has_kernels: bool | None = None
-    has_memory: bool | None = None
-    has_copies: bool | None = None
-    sources: list[str] = []
-    counts: dict[str, Any] = {}
-
-
-class DeletedOut(BaseModel):
-    trace: str
-    deleted_nodes: int
-
-
-class ParamOut(BaseModel):
-    name: str
-    type: str
-    required: bool
-    default: Any = None
-    doc: str
-    choices: list[str] = []
-
-
-class ColumnOut(BaseModel):
-    name: str
-    doc: str
-
-
-class AnalysisOut(BaseModel):
-    name: str
-    summary: str
-    graph: bool
-    requires: list[str]
-    params: list[ParamOut]
-    columns: list[ColumnOut]
-    definition: str
-    url: str
-    query: str | None = None
-
-
-class QueryResultOut(BaseModel):
-    analysis: str
-    trace: str
-    columns: list[str]
-    rows: list[list[Any]]
-    note: str | None = None
-
-
 class ProgressOut(BaseModel):
     done: int
     total: int | None = None
@@ -105,7 +49,7 @@ class JobOut(BaseModel):
     progress: ProgressOut
     error: str | None = None
     error_status: int | None = None
-    result: TraceOut | None = None
+    result: TraceSummary | None = None
     created_at: str | None = None
     started_at: str | None = None
     finished_at: str | None = None

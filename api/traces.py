@@ -15,15 +15,15 @@ from fastapi.responses import JSONResponse
 from tracegraph.api.connection import GraphHolder, one_line
 from tracegraph.api.deps import get_graph, get_jobs, get_settings
 from tracegraph.api.jobs import DONE, FAILED, Job, JobManager
-from tracegraph.api.models import DeletedOut, JobOut, TraceOut, error_responses
+from tracegraph.api.models import JobOut, error_responses
 from tracegraph.api.settings import Settings
 from tracegraph.api.uploads import Upload, read_upload
 from tracegraph.db.base import MAX_TRACE_NAME, check_trace_name, name_taken
 from tracegraph.errors import BadRequest, NotFound, UserError
 from tracegraph.ingest import formats
-from tracegraph.output import jsonable
 from tracegraph.queries.run import trace_facts
 from tracegraph.queries.traces import describe_trace, list_traces
+from tracegraph.queries.types import DroppedTrace, TraceSummary, as_json
 
 log = logging.getLogger("tracegraph.api")
 router = APIRouter(tags=["traces"])
@@ -31,28 +31,27 @@ Graph = Annotated[GraphHolder, Depends(get_graph)]
 
 
 @router.get(
-    "/traces", response_model=list[TraceOut], summary="Every ready trace, by name", responses=error_responses(503)
+    "/traces", response_model=list[TraceSummary], summary="Every ready trace, by name", responses=error_responses(503)
 )
 def list_traces_route(graph: Graph) -> JSONResponse:
-    return JSONResponse(jsonable(list_traces(graph)))
+    return JSONResponse(as_json(list_traces(graph)))
 
 
 @router.get(
     "/traces/{trace}",
-    response_model=TraceOut,
+    response_model=TraceSummary,
     responses=error_responses(404, 503),
-    summary="One trace: framework, counts, span, peak memory, source files",
+    summary="One trace: framework, counts, span, critical paths, peak memory, source files",
 )
 def get_trace(trace: str, graph: Graph) -> JSONResponse:
-    return JSONResponse(jsonable(describe_trace(graph, trace)))
+    return JSONResponse(as_json(describe_trace(graph, trace)))
 
 
 @router.delete(
-    "/traces/{trace}", response_model=DeletedOut, responses=error_responses(404, 503), summary="Delete a trace"
+    "/traces/{trace}", response_model=DroppedTrace, responses=error_responses(404, 503), summary="Delete a trace"
 )
 def delete_trace(trace: str, graph: Graph) -> JSONResponse:
-    n = graph.drop_trace(trace)
-    return JSONResponse({"trace": trace, "deleted_nodes": n})
+    return JSONResponse(as_json(DroppedTrace(trace, graph.drop_trace(trace))))
 
 
 UPLOAD_SCHEMA = {
@@ -94,7 +93,7 @@ UPLOAD_SCHEMA = {
         "the answer is 202 with a job to poll at `GET /jobs/{id}`. A failed ingest leaves "
         "nothing behind."
     ),
-    responses={201: {"model": TraceOut}, 202: {"model": JobOut}, **error_responses(400, 409, 413, 415, 422, 503)},
+    responses={201: {"model": TraceSummary}, 202: {"model": JobOut}, **error_responses(400, 409, 413, 415, 422, 503)},
     openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}}}},
 )
 async def upload(
@@ -186,7 +185,7 @@ def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: 
                 progress=job.progress,
                 source_names={str(f.path): f.name for f in up.files},
             )
-            job.result = jsonable(describe_trace(graph, trace))  # type: ignore[assignment]
+            job.result = as_json(describe_trace(graph, trace))
             job.status = DONE
         except UserError as e:
             job.error = scrub(one_line(str(e)))

@@ -3,8 +3,8 @@
 // @graph
 // @requires deps
 // @param trace TRACE: the trace
-// @param first_step INTEGER = 0: the window's first op, as its position on the critical path (0: the path's first op)
-// @param max_ops INTEGER = 1000: at most this many ops from first_step on (null, possible in Neo4j Browser: to the end)
+// @param first_step INTEGER[0..] = 0: the window's first op, as its position on the critical path (0: the path's first op)
+// @param max_ops INTEGER[1..] = 1000: at most this many ops from first_step on (null, possible in Neo4j Browser: to the end)
 // @column ops: number of ops in the returned path
 // @column window_us: the summed weight of those ops (us; steps for traces timed in steps)
 // @column critical_path_us: the whole critical path's summed weight (same unit)

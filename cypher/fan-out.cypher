@@ -2,7 +2,7 @@
 // @summary The tensors read by the most ops, and the ops with the most inputs.
 // @requires deps
 // @param trace TRACE: the trace
-// @param n INTEGER = 10: how many tensors and how many ops to return (up to 2n rows)
+// @param n INTEGER[0..] = 10: how many tensors and how many ops to return (up to 2n rows)
 // @column kind: `tensor` (degree = how many ops read it) or `op` (degree = how many inputs it has)
 // @column name: tensor name (`op:slot` for TF) or op name
 // @column degree: distinct ops reading the tensor, or the op's input count

@@ -2,7 +2,7 @@
 // @summary The longest idle gaps between consecutive kernels on a device stream.
 // @requires kernels times
 // @param trace TRACE: the trace
-// @param n INTEGER = 20: how many gaps to return
+// @param n INTEGER[0..] = 20: how many gaps to return
 // @column stream: device and stream (`/device:GPU:0/stream:13`)
 // @column gap_us: idle time before the next kernel (us)
 // @column before_op: op of the kernel just before the gap in start order

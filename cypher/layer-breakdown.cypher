@@ -2,7 +2,7 @@
 // @summary Per name scope (layer) at a given depth: ops, summed weight and bytes live at the memory peak.
 // @requires times
 // @param trace TRACE: the trace
-// @param depth INTEGER = 1: how many leading name-scope components make a layer (values below 1 count as 1)
+// @param depth INTEGER[1..] = 1: how many leading name-scope components make a layer
 // @column scope: the first `depth` components of the op's name scope (`conv1`, `gradients/conv1` at depth 2); `(root)` for ops outside any scope
 // @column ops: executed ops in the scope
 // @column total_us: their summed weight (us; steps for traces timed in steps)

@@ -2,7 +2,7 @@
 // @summary Per allocator, live bytes after each allocation event as a step function (optionally downsampled, peak kept).
 // @requires memory
 // @param trace TRACE: the trace
-// @param max_points INTEGER = 1000: at most this many points per allocator (values below 1 count as 1; null, possible in Neo4j Browser, keeps every point)
+// @param max_points INTEGER[1..] = 1000: at most this many points per allocator (null, possible in Neo4j Browser, keeps every point)
 // @column allocator: allocator name (TF: GPU_0_bfc; MegEngine: comp node; Chainer: one pool)
 // @column t_us: time of the point (us since the trace's first event; steps for Chainer)
 // @column live_bytes: bytes live after every allocation and free at t_us; the value holds until the allocator's next point

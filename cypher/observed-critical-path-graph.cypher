@@ -3,8 +3,8 @@
 // @graph
 // @requires times
 // @param trace TRACE: the trace
-// @param first_step INTEGER = 0: the window's first segment, as its step on the path
-// @param max_steps INTEGER = 1000: at most this many segments from first_step on (null, possible in Neo4j Browser: to the end)
+// @param first_step INTEGER[0..] = 0: the window's first segment, as its step on the path
+// @param max_steps INTEGER[1..] = 1000: at most this many segments from first_step on (null, possible in Neo4j Browser: to the end)
 // @column step: the step of the segment the link leaves from
 // @column path: one link of the path: (event)-[:OBSERVED_NEXT]->(next event)
 //

@@ -4,7 +4,7 @@
 // @requires deps
 // @param trace TRACE: the trace
 // @param op STRING: the op's name (exact, as in top-ops or critical-path)
-// @param hops INTEGER = 2: how many DATA/CONTROL hops to follow, 1 to 4
+// @param hops INTEGER[1..4] = 2: how many DATA/CONTROL hops to follow
 // @column hops: the path's length in relationships
 // @column neighbor: name of the op at the far end of the path
 // @column path: the path from the op to that neighbor

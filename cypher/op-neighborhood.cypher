@@ -3,7 +3,7 @@
 // @requires deps
 // @param trace TRACE: the trace
 // @param op STRING: op name (every op of that name when a node was recorded more than once)
-// @param hops INTEGER = 2: how many DATA/CONTROL edges away to look, at most 10
+// @param hops INTEGER[1..10] = 2: how many DATA/CONTROL edges away to look
 // @column direction: `ancestor` (the op depends on it) or `descendant` (it depends on the op)
 // @column op: the neighbor's name
 // @column type: the neighbor's type
@@ -14,7 +14,7 @@
 // leads to the op; descendants the ops such a path leads to from the op.
 // hops is the shortest such path's length. Cypher cannot take a
 // variable-length bound from a parameter, so paths are searched up to 10
-// edges and filtered by length: hops above 10 act as 10. Every edge of the
+// edges and filtered by length (so hops is at most 10). Every edge of the
 // stored graph counts, including those of ops that did not execute and
 // edges the critical path ignores for closing a cycle; the op itself is
 // never its own neighbor. No rows when no op has that name. Order:

@@ -3,7 +3,7 @@
 // @graph
 // @requires memory
 // @param trace TRACE: the trace
-// @param n INTEGER = 100: at most this many tensors per allocator, the largest (null, possible in Neo4j Browser, keeps all)
+// @param n INTEGER[0..] = 100: at most this many tensors per allocator, the largest (null, possible in Neo4j Browser, keeps all)
 // @column allocator: allocator name
 // @column bytes: bytes of the live allocation
 // @column path: (op)-[:PRODUCES]->(tensor)-[:BACKED_BY]->(allocation)

@@ -2,7 +2,7 @@
 // @summary Per op earliest start, latest start and slack over the dependency DAG; near-critical ops first.
 // @requires deps
 // @param trace TRACE: the trace
-// @param max_slack_us FLOAT = null: keep only ops whose slack is at most this (us); null keeps every op
+// @param max_slack_us FLOAT[0..] = null: keep only ops whose slack is at most this (us); null keeps every op
 // @column op: op name
 // @column type: op type
 // @column earliest_start_us: earliest start: the largest earliest finish of its predecessors (0 for sources), weights summed along the heaviest chain into it (us)

@@ -2,7 +2,7 @@
 // @summary Per device stream: kernels, busy time (union of kernel intervals), utilization over the trace span, idle gaps.
 // @requires kernels times
 // @param trace TRACE: the trace
-// @param min_gap_us FLOAT = 10: count only idle gaps longer than this (us)
+// @param min_gap_us FLOAT[0..] = 10: count only idle gaps longer than this (us)
 // @column device: device the stream belongs to
 // @column stream: stream name (`stream:13`; `memcpy` for TF's copy records)
 // @column kernels: kernels and copies run on the stream

@@ -3,7 +3,7 @@
 // @requires memory
 // @param trace TRACE: the trace
 // @param order ENUM(bytes,byte_us,idle_us) = bytes: sort key, largest first
-// @param n INTEGER = 20: how many allocations to return
+// @param n INTEGER[0..] = 20: how many allocations to return
 // @column op: op that made the allocation
 // @column tensor: tensor it backs (null: a temporary buffer)
 // @column bytes: allocated bytes

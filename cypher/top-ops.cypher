@@ -2,7 +2,7 @@
 // @summary The n heaviest ops by weight.
 // @requires times
 // @param trace TRACE: the trace
-// @param n INTEGER = 10: how many ops to return
+// @param n INTEGER[0..] = 10: how many ops to return
 // @column op: op name
 // @column type: op type
 // @column device: device the op ran on

@@ -3,7 +3,7 @@
 // @requires times
 // @param trace TRACE: the trace
 // @param base TRACE: the baseline trace to compare against
-// @param min_delta_us FLOAT = 0: list a changed op only when its |delta_us| exceeds this (us); added and removed ops are always listed
+// @param min_delta_us FLOAT[0..] = 0: list a changed op only when its |delta_us| exceeds this (us); added and removed ops are always listed
 // @column op: op name
 // @column type: op type
 // @column base_us: its weight in the base trace (null: not in it)

@@ -14,16 +14,21 @@ query::
 ``@param`` types are STRING, INTEGER, FLOAT, BOOLEAN, TRACE (the name of a
 stored trace: ``trace`` is the one the analysis is about; an analysis with
 another TRACE parameter compares traces and may read only their ``Trace``
-and ``OpTotals`` nodes) and ``ENUM(a,b,c)`` (one of those words); a
-parameter without ``= default`` is required; ``= null`` means "no value"
-(e.g. no limit). The CLI, the HTTP API (OpenAPI enums, 422s) and the Neo4j
-Browser guide all read parameters from here.
+and ``OpTotals`` nodes) and ``ENUM(a,b,c)`` (one of those words). A number
+may carry bounds, both inclusive, either one optional: ``INTEGER[0..]``,
+``INTEGER[1..10]``, ``FLOAT[0..]``; an INTEGER is always within 64 bits
+and a FLOAT finite, and no text may hold a NUL character. A parameter
+without ``= default`` is required; ``= null`` means "no value" (e.g. no
+limit). The CLI, the HTTP API (OpenAPI types, bounds and enums; 422s) and
+the Neo4j Browser guide all read parameters from here, and
+:meth:`Param.coerce` is the one place values are checked.
 ``@requires`` names trace facts (times, deps, memory, kernels, copies); a
 trace that lacks one gets ``not available: <reason>`` instead of rows.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,12 +37,16 @@ from typing import Any
 
 from tracegraph.errors import BadRequest, NotFound
 from tracegraph.facts import Fact
+from tracegraph.queries.types import AnalysisInfo, ColumnInfo, ParamInfo
 
 TYPES = ("STRING", "INTEGER", "FLOAT", "BOOLEAN", "TRACE", "ENUM")
 _PARAM = re.compile(
     r"^(?P<name>\w+)\s+(?P<type>[A-Z]+)(?:\((?P<choices>[\w,\s]+)\))?"
+    r"(?:\[(?P<low>-?[\d.]*)\.\.(?P<high>-?[\d.]*)\])?"
     r"(?:\s*=\s*(?P<default>.*?))?\s*:\s*(?P<doc>.*)$"
 )
+# The range every INTEGER parameter is within (both engines store 64-bit integers).
+INT64 = (-(2**63), 2**63 - 1)
 _COLUMN = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<doc>.*)$")
 
 
@@ -52,10 +61,21 @@ class Param:
     default: object
     doc: str
     choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
 
     @property
     def is_trace(self) -> bool:
         return self.type == "TRACE"
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """The inclusive (low, high) a value must be within: the declared
+        bounds, and for integers the 64-bit range."""
+        if self.type != "INTEGER":
+            return self.minimum, self.maximum
+        low = INT64[0] if self.minimum is None else max(INT64[0], int(self.minimum))
+        high = INT64[1] if self.maximum is None else min(INT64[1], int(self.maximum))
+        return low, high
 
     def coerce(self, raw: Any) -> object:
         """A CLI/HTTP value (usually text) as this parameter's type."""
@@ -77,11 +97,31 @@ class Param:
                     raise ValueError
             else:
                 value = str(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise BadRequest(f"parameter {self.name}: expected {self.type.lower()}, got {raw!r}") from None
         if self.choices and value not in self.choices:
             raise BadRequest(f"parameter {self.name}: expected one of {', '.join(self.choices)}, got {raw!r}")
+        if isinstance(value, str) and "\0" in value:
+            raise BadRequest(f"parameter {self.name}: text may not hold a NUL character")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadRequest(f"parameter {self.name}: expected a finite number, got {raw!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high = self.bounds()
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise BadRequest(f"parameter {self.name}: {raw!r} is out of range ({_range(low, high)})")
         return value
+
+
+def _range(low: float | None, high: float | None) -> str:
+    """The bounds as words, leaving out the 64-bit ones every integer has."""
+    shown = [None if b is None or b in INT64 else b for b in (low, high)]
+    if shown[0] is not None and shown[1] is not None:
+        return f"{shown[0]:g} to {shown[1]:g}"
+    if shown[0] is not None:
+        return f"at least {shown[0]:g}"
+    if shown[1] is not None:
+        return f"at most {shown[1]:g}"
+    return "a 64-bit integer"
 
 
 @dataclass(frozen=True)
@@ -108,6 +148,34 @@ class Analysis:
                 return p
         raise BadRequest(
             f"analysis {self.name} has no parameter {name!r} (has: {', '.join(p.name for p in self.params)})"
+        )
+
+    @property
+    def statement(self) -> str:
+        """The Cypher after the ``//`` header."""
+        lines = self.text.splitlines()
+        i = 0
+        while i < len(lines) and (not lines[i].strip() or lines[i].strip().startswith("//")):
+            i += 1
+        return "\n".join(lines[i:]).strip()
+
+    def info(self, with_query: bool = False) -> AnalysisInfo:
+        """What front ends show of it (``trace`` is every analysis's first
+        parameter and left out)."""
+        return AnalysisInfo(
+            name=self.name,
+            summary=self.summary,
+            graph=self.graph,
+            requires=[f.value for f in self.requires],
+            params=[
+                ParamInfo(p.name, p.type, p.required, p.doc, p.default, list(p.choices), p.minimum, p.maximum)
+                for p in self.params
+                if p.name != "trace"
+            ],
+            columns=[ColumnInfo(c.name, c.doc) for c in self.columns],
+            definition=self.definition,
+            url=f"/traces/{{trace}}/queries/{self.name}",
+            query=self.statement if with_query else None,
         )
 
     @property
@@ -140,14 +208,22 @@ def parse_header(text: str, file: str) -> Analysis:
         m = _PARAM.match(raw)
         if not m or m["type"] not in TYPES:
             raise ValueError(f"{file}: bad @param {raw!r}")
+        bounded = m["low"] is not None
+        if bounded and m["type"] not in ("INTEGER", "FLOAT"):
+            raise ValueError(f"{file}: bad @param {raw!r}: only INTEGER and FLOAT take [low..high] bounds")
+        try:
+            low = float(m["low"]) if bounded and m["low"] else None
+            high = float(m["high"]) if bounded and m["high"] else None
+        except ValueError:
+            raise ValueError(f"{file}: bad @param {raw!r}: bounds are numbers") from None
         default_text = m["default"]
         doc = m["doc"]
         choices = tuple(c.strip() for c in m["choices"].split(",")) if m["choices"] else ()
         if (m["type"] == "ENUM") != bool(choices):
             raise ValueError(f"{file}: bad @param {raw!r}: ENUM(a,b,...) and only ENUM takes choices")
-        p = Param(m["name"], m["type"], default_text is None, None, doc, choices)
+        p = Param(m["name"], m["type"], default_text is None, None, doc, choices, low, high)
         if default_text is not None and default_text != "null":
-            p = Param(p.name, p.type, False, p.coerce(default_text.strip("'\"")), doc, choices)
+            p = Param(p.name, p.type, False, p.coerce(default_text.strip("'\"")), doc, choices, low, high)
         params.append(p)
     if any(p.name == "trace" and p.type != "TRACE" for p in params):
         raise ValueError(f"{file}: @param trace must be declared TRACE")

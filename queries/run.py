@@ -1,30 +1,16 @@
-"""Running a catalog analysis against one trace."""
+"""Running a catalog analysis against one trace: the one place where an
+analysis's parameters are bound and checked, and where a trace that lacks
+what an analysis needs becomes :class:`~tracegraph.queries.types.Unavailable`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from tracegraph.db.base import SCHEMA_VERSION, Graph
-from tracegraph.errors import BadRequest, DatabaseError, NotFound
+from tracegraph.errors import BadRequest, DatabaseError, NotFound, QueryError, QueryTimeout
 from tracegraph.queries.catalog import Analysis, get
-
-
-@dataclass
-class AnalysisResult:
-    analysis: str
-    trace: str
-    columns: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
-    note: str | None = None
-
-    @property
-    def available(self) -> bool:
-        """False when the trace lacks what the analysis needs (``note`` says what)."""
-        return not (self.note or "").startswith("not available")
-
-    def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, r)) for r in self.rows]
+from tracegraph.queries.types import AnalysisResult, Unavailable
 
 
 def trace_facts(graph: Graph, trace: str) -> dict[str, Any]:
@@ -45,46 +31,71 @@ def check_layout(trace: str, facts: dict[str, Any]) -> None:
         )
 
 
-def bind(analysis: Analysis, trace: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """Typed parameters: defaults filled, unknown names and bad values refused."""
+def bind(analysis: Analysis, trace: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Typed parameters: defaults filled; unknown names, values given more
+    than once (a list), bad or out-of-range values and missing required
+    ones refused with BadRequest naming the parameter. ``raw`` values are
+    what a front end got (text from the CLI or a query string, or typed)."""
+    names = [p.name for p in analysis.params if p.name != "trace"]
+    for name, value in raw.items():
+        if name not in names:
+            has = ", ".join(names) or "none"
+            raise BadRequest(f"parameter {name}: analysis {analysis.name} has no parameter {name!r} (has: {has})")
+        if isinstance(value, list):
+            raise BadRequest(f"parameter {name}: given {len(value)} times")
     params: dict[str, Any] = {}
-    for name in raw:
-        analysis.param(name)  # raises for unknown names
     for p in analysis.params:
         if p.name == "trace":
             params["trace"] = trace
-        elif p.name in raw and raw[p.name] is not None:
+        elif raw.get(p.name) is not None:
             params[p.name] = p.coerce(raw[p.name])
         elif p.required:
-            raise BadRequest(f"analysis {analysis.name} needs parameter {p.name!r}")
+            raise BadRequest(f"parameter {p.name}: analysis {analysis.name} needs parameter {p.name!r} ({p.doc})")
         else:
             params[p.name] = p.default
     return params
 
 
-def run_analysis(
-    graph: Graph, name: str, trace: str, raw_params: dict[str, Any] | None = None, *, timeout_ms: int | None = None
-) -> AnalysisResult:
-    analysis = get(name)
-    params = bind(analysis, trace, raw_params or {})
-    columns = [c.name for c in analysis.columns]
-    # Every trace the analysis reads must be a ready trace of this layout
-    # that has what the analysis requires.
+def unavailable(graph: Graph, analysis: Analysis, params: dict[str, Any]) -> Unavailable | None:
+    """Why a trace the analysis reads lacks what it requires, or None.
+
+    Every trace the analysis reads must be a ready trace of this layout
+    (NotFound, DatabaseError otherwise)."""
     for p in analysis.params:
         if not p.is_trace or params.get(p.name) is None:
             continue
-        facts = trace_facts(graph, params[p.name])
-        check_layout(params[p.name], facts)
+        trace = params[p.name]
+        facts = trace_facts(graph, trace)
+        check_layout(trace, facts)
         for need in analysis.requires:
             if not facts.get(need.flag):
-                which = "" if p.name == "trace" else f"{p.name} trace {params[p.name]!r}: "
-                note: str | None = (
-                    f"not available: {which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
-                )
-                return AnalysisResult(name, trace, columns, [], note)
-    if analysis.compares_traces:
-        res = graph.run(analysis.text, params, timeout_ms=timeout_ms)
-    else:
-        res = graph.run(analysis.text, params, trace=trace, timeout_ms=timeout_ms)
+                which = "" if p.name == "trace" else f"{p.name} trace {trace!r}: "
+                reason = f"{which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
+                return Unavailable(need.value, trace, reason)
+    return None
+
+
+def run_analysis(
+    graph: Graph, name: str, trace: str, raw_params: Mapping[str, Any] | None = None, *, timeout_ms: int | None = None
+) -> AnalysisResult:
+    """Run catalog analysis ``name`` on ``trace``.
+
+    An analysis never answers with the engine's own words: the catalog's
+    texts are tested on both engines, so a statement the database refuses
+    was given a value it cannot take, and that is reported naming the
+    parameters (BadRequest); a timeout stays a QueryTimeout."""
+    analysis = get(name)
+    params = bind(analysis, trace, raw_params or {})
+    columns = [c.name for c in analysis.columns]
+    missing = unavailable(graph, analysis, params)
+    if missing is not None:
+        return AnalysisResult(name, trace, columns, [], missing, missing.note)
+    try:
+        res = graph.run(analysis.text, params, trace=None if analysis.compares_traces else trace, timeout_ms=timeout_ms)
+    except QueryTimeout:
+        raise
+    except QueryError:
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items() if k != "trace") or "none"
+        raise BadRequest(f"analysis {name} could not run on trace {trace!r} with these parameters ({given})") from None
     note = None if res.rows else "no rows: the trace has nothing that matches"
-    return AnalysisResult(name, trace, res.columns or columns, res.rows, note)
+    return AnalysisResult(name, trace, res.columns or columns, res.rows, None, note)

@@ -3,47 +3,55 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 from tracegraph.db.base import Graph
 from tracegraph.queries.run import trace_facts
+from tracegraph.queries.types import TraceSummary
 
-_PUBLIC = (
-    "framework",
-    "time_unit",
-    "ops",
-    "executed_ops",
-    "span_us",
-    "critical_path_us",
-    "critical_path_ops",
-    "longest_chain_ops",
-    "memory_peak_bytes",
-    "node_count",
-    "relationship_count",
-    "ingested_at",
-    "has_times",
-    "has_deps",
-    "has_kernels",
-    "has_memory",
-    "has_copies",
-)
+_SCALARS = [f.name for f in fields(TraceSummary) if f.name not in ("trace", "sources", "counts", "meta")]
+_INTS = {f.name for f in fields(TraceSummary) if f.type == "int | None"}
+_FLOATS = {f.name for f in fields(TraceSummary) if f.type == "float | None"}
 
 
-def _public(props: dict[str, Any]) -> dict[str, Any]:
-    out = {"trace": props["trace"]}
-    out.update({k: props.get(k) for k in _PUBLIC})
-    out["sources"] = json.loads(props.get("sources") or "[]")
-    out["counts"] = json.loads(props.get("counts") or "{}")
+def _number(name: str, v: Any) -> Any:
+    if v is None:
+        return None
+    if name in _INTS:
+        return int(v)
+    if name in _FLOATS:
+        return float(v)
+    return v
+
+
+def _meta(props: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in sorted(props.items()):
+        if k.startswith("meta_"):
+            try:
+                out[k[5:]] = json.loads(v) if isinstance(v, str) and v[:1] in "[{" else v
+            except ValueError:
+                out[k[5:]] = v
     return out
 
 
-def list_traces(graph: Graph) -> list[dict[str, Any]]:
+def summary(props: dict[str, Any]) -> TraceSummary:
+    """A Trace node's properties as a TraceSummary."""
+    return TraceSummary(
+        trace=props["trace"],
+        **{k: _number(k, props.get(k)) for k in _SCALARS},
+        sources=json.loads(props.get("sources") or "[]"),
+        counts=json.loads(props.get("counts") or "{}"),
+        meta=_meta(props),
+    )
+
+
+def list_traces(graph: Graph) -> list[TraceSummary]:
     """Every ready trace, by name."""
-    # A trace being replaced (Neo4j: `swapping`) is listed with its old facts.
-    res = graph.run("MATCH (t:Trace) WHERE t.status IN ['ready', 'swapping'] RETURN t ORDER BY t.trace")
-    return [_public(r[0]["properties"]) for r in res.rows]
+    return [summary(p) for p in graph.list_traces()]
 
 
-def describe_trace(graph: Graph, trace: str) -> dict[str, Any]:
+def describe_trace(graph: Graph, trace: str) -> TraceSummary:
     """One trace's summary (NotFound when there is none)."""
-    return _public(trace_facts(graph, trace))
+    return summary(trace_facts(graph, trace))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
 from tracegraph.facts import Fact
 from tracegraph.queries.run import check_layout, trace_facts
+from tracegraph.queries.types import Unavailable, WhatIfOp, WhatIfResult
 
 _OPS = (
     "MATCH (o:Op {trace: $trace}) "
@@ -66,16 +66,11 @@ def parse_match(spec: str) -> Matcher:
         raise BadRequest(f"--match {spec!r}: bad regular expression: {e}") from None
 
 
-def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> dict[str, Any]:
-    """Scale the matched ops' weights by ``factor``; the new critical path.
-
-    Returns ``{"trace", "match", "factor", "matched_ops", "baseline_us",
-    "critical_path_us", "speedup", "saved_us", "path"}`` where ``speedup``
-    is baseline / new (None when the new path has length 0) and ``path``
-    lists the new critical path's ops in order with their new weight
-    (``weight_us``), stored weight (``base_weight_us``) and whether they
-    were scaled.
-    """
+def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> WhatIfResult:
+    """Scale the matched ops' weights by ``factor``; the new critical path
+    (``unavailable`` set when the trace has no dependencies). BadRequest for
+    a bad pattern or factor. When no executed op matches, nothing changes:
+    ``matched_ops`` is 0 and the path is the stored one."""
     specs = [match] if isinstance(match, str) else list(match)
     if not specs:
         raise BadRequest("what-if needs at least one --match")
@@ -89,7 +84,8 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
     facts = trace_facts(graph, trace)  # NotFound for an unknown trace
     check_layout(trace, facts)
     if not facts.get(Fact.DEPS.flag):
-        raise BadRequest(f"not available: {Fact.DEPS.missing} ({facts.get('framework')}, {facts.get('sources')})")
+        reason = f"{Fact.DEPS.missing} ({facts.get('framework')}, {facts.get('sources')})"
+        return WhatIfResult(trace, specs, factor, unavailable=Unavailable(Fact.DEPS.value, trace, reason))
 
     ops = graph.run(_OPS, trace=trace).rows
     edges = graph.run(_EDGES, trace=trace).rows
@@ -99,36 +95,24 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
     seqs = [r[3] for r in ops]
     executed = np.array([r[5] is not False for r in ops], dtype=bool)
     weight = np.array([float(r[4]) if r[4] is not None else 0.0 for r in ops], dtype=float)
-    if not executed.any():
-        raise BadRequest(f"not available: trace {trace!r} has no executed ops")
     scaled = np.array(
         [executed[i] and any(m(names[i], types[i]) for m in matchers) for i in range(len(ops))], dtype=bool
     )
-    if not scaled.any():
-        raise BadRequest(f"no executed op of trace {trace!r} matches {' or '.join(specs)}")
-
     dag = dependency_dag(uids, seqs, executed, ((s, d) for s, d in edges))
     base = dag_passes(dag, weight)
     new_weight = np.where(scaled, weight * factor, weight)
     new = dag_passes(dag, new_weight)
-    return {
-        "trace": trace,
-        "match": specs,
-        "factor": factor,
-        "matched_ops": int(scaled.sum()),
-        "baseline_us": base.length,
-        "critical_path_us": new.length,
-        "speedup": base.length / new.length if new.length > 0 else None,
-        "saved_us": base.length - new.length,
-        "path": [
-            {
-                "step": step,
-                "op": names[i],
-                "type": types[i],
-                "weight_us": float(new_weight[i]),
-                "base_weight_us": float(weight[i]),
-                "scaled": bool(scaled[i]),
-            }
+    return WhatIfResult(
+        trace=trace,
+        match=specs,
+        factor=factor,
+        matched_ops=int(scaled.sum()),
+        baseline_us=float(base.length),
+        critical_path_us=float(new.length),
+        speedup=float(base.length / new.length) if new.length > 0 else None,
+        saved_us=float(base.length - new.length),
+        path=[
+            WhatIfOp(step, names[i], types[i], float(new_weight[i]), float(weight[i]), bool(scaled[i]))
             for step, i in enumerate(new.path)
         ],
-    }
+    )

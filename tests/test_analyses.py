@@ -226,11 +226,10 @@ def test_layer_breakdown_small(gpu, graph):
         ("SGD", 1, 3, 0),
         ("net/late", 1, 2, 0),
     ]
-    assert (
-        rows(graph, "layer-breakdown", gpu, depth=0)
-        == rows(graph, "layer-breakdown", gpu, depth=-3)
-        == rows(graph, "layer-breakdown", gpu)
-    )
+    assert rows(graph, "layer-breakdown", gpu, depth=1) == rows(graph, "layer-breakdown", gpu)
+    for depth in (0, -3):  # declared INTEGER[1..]: refused before any database sees it
+        with pytest.raises(UserError, match=r"parameter depth: .* out of range \(at least 1\)"):
+            rows(graph, "layer-breakdown", gpu, depth=depth)
 
 
 def test_layer_breakdown_on_seed_sums_to_the_peak(graph, alexnet):
@@ -275,7 +274,8 @@ def test_memory_timeline_small(gpu, graph):
     ]
     # One point: the peak, at the first time it is reached (the tie at t=40 loses).
     assert pts(max_points=1) == [("GPU_0_bfc", 12, 370), ("GPU_1_bfc", 0, 40)]
-    assert pts(max_points=0) == pts(max_points=1)
+    with pytest.raises(UserError, match="parameter max_points: .* out of range"):
+        pts(max_points=0)
 
 
 def test_memory_timeline_peak_equals_peak_memory_on_seed(graph, alexnet):
@@ -522,7 +522,9 @@ def test_op_neighborhood_small(gpu, graph):
 
 def test_op_neighborhood_caps_at_ten_hops(graph):
     trace = store(graph, chain(13), "chain13")
-    got = rows(graph, "op-neighborhood", trace, op="c12", hops=50)
+    with pytest.raises(UserError, match=r"parameter hops: .* out of range \(1 to 10\)"):
+        rows(graph, "op-neighborhood", trace, op="c12", hops=50)
+    got = rows(graph, "op-neighborhood", trace, op="c12", hops=10)
     assert [(r["op"], r["hops"]) for r in got] == [(f"c{12 - h}", h) for h in range(1, 11)]  # c0, c1 are 12 and 11 away
     got = rows(graph, "op-neighborhood", trace, op="c5", hops=3)
     assert [(r["direction"], r["op"], r["hops"]) for r in got] == [

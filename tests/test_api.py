@@ -157,6 +157,8 @@ def test_catalog(client):
             "default": 10,
             "doc": "how many ops to return",
             "choices": [],
+            "minimum": 0,
+            "maximum": None,
         }
     ]
     for name in GRAPH_ANALYSES:
@@ -172,9 +174,10 @@ def test_analysis_matches_the_library(client, session_graph, alexnet):
     r = client.get(f"/traces/{alexnet}/queries/peak-memory")
     assert r.status_code == 200
     body = r.json()
-    assert set(body) == {"analysis", "trace", "columns", "rows", "note"}
+    assert set(body) == {"analysis", "trace", "columns", "rows", "unavailable", "note"}
     assert body["analysis"] == "peak-memory" and body["trace"] == alexnet
-    assert body["columns"] == want.columns and body["rows"] == want.rows and body["note"] is None
+    assert body["columns"] == want.columns and body["rows"] == want.rows
+    assert body["note"] is None and body["unavailable"] is None
 
 
 def test_analysis_parameters_are_typed(client, alexnet):
@@ -234,6 +237,8 @@ def test_not_available_note(client, graph):
     assert upload(client, "api-opnames", SEED_OPNAMES).status_code == 201
     body = client.get("/traces/api-opnames/queries/top-ops").json()
     assert body["rows"] == [] and body["note"].startswith("not available: ")
+    assert body["unavailable"]["fact"] == "times" and body["unavailable"]["trace"] == "api-opnames"
+    assert body["note"] == "not available: " + body["unavailable"]["reason"]
     r = client.get("/traces/api-opnames/queries/top-ops?format=csv")
     assert r.status_code == 200 and r.headers["x-tracegraph-note"].startswith("not available")
 
@@ -316,8 +321,10 @@ def test_op_neighborhood_graph(client, session_graph, alexnet):
         assert len(path["relationships"]) == hops and path["nodes"][0]["properties"]["name"] == op
         assert path["nodes"][-1]["properties"]["name"] == neighbor
         assert {r["type"] for r in path["relationships"]} <= {"DATA", "CONTROL"}
-    capped = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 9}).json()
+    capped = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 4}).json()
     assert max(r[0] for r in capped["rows"]) == 4
+    too_far = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 9})
+    assert too_far.status_code == 422 and "hops" in one_line_detail(too_far)
     none = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": "no such op"}).json()
     assert none["rows"] == [] and none["note"].startswith("no rows")
 
@@ -595,8 +602,9 @@ def test_whatif(client, alexnet):
     assert body["trace"] == alexnet and body["matched_ops"] > 0 and body["critical_path_us"] < body["baseline_us"]
     same = client.post(f"/traces/{alexnet}/whatif", json={"match": ["type=Conv2D.*"], "factor": 1}).json()
     assert same["critical_path_us"] == same["baseline_us"]
+    none = client.post(f"/traces/{alexnet}/whatif", json={"match": "type=NoSuchType", "factor": 0.5}).json()
+    assert none["matched_ops"] == 0 and none["critical_path_us"] == none["baseline_us"]
     for bad in (
-        {"match": "type=NoSuchType", "factor": 0.5},
         {"match": "nonsense", "factor": 0.5},
         {"match": "type=(", "factor": 0.5},
         {"match": "type=Conv2D", "factor": -1},
@@ -660,15 +668,13 @@ def test_browser_guide(client):
     blocks = [unescape(b) for b in runnable]
     assert ":param trace => 'alexnet'" in blocks
     assert ":style http://testserver/browser/tracegraph.grass" in blocks
-    from tracegraph.api.guide import query_body
-
     slides = {re.search(r"<h3>(.*?)</h3>", s).group(1): s for s in html.split("<slide")[1:]}
     assert set(catalog()) <= set(slides)
     for a in catalog().values():  # every analysis: its :param block and its query, from the catalog
         mine = [
             unescape(b) for b in re.findall(r'class="pre-scrollable code runnable">(.*?)</pre>', slides[a.name], re.S)
         ]
-        assert query_body(a) in mine
+        assert a.statement in mine
         # One Browser command sets every parameter (the header's values, the trace asked for).
         setup = next(b for b in mine if b.startswith(":params {trace: 'alexnet'"))
         assert "\n" not in setup

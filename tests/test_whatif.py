@@ -14,7 +14,15 @@ from analysis_traces import chain, small_gpu, store
 from conftest import run_cli
 
 from tracegraph.errors import NotFound, UserError
-from tracegraph.queries.whatif import parse_match, what_if
+from tracegraph.queries.types import as_json
+from tracegraph.queries.whatif import parse_match
+from tracegraph.queries.whatif import what_if as what_if_result
+
+
+def what_if(*args):
+    """The what-if answer as the JSON the CLI and HTTP send."""
+    return as_json(what_if_result(*args))
+
 
 ABD = ["net/conv1/Conv2D", "net/conv2/Conv2D", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"]
 ACD = ["net/conv1/Conv2D", "net/relu/Relu", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"]
@@ -92,8 +100,9 @@ def test_zero_length_path_has_no_speedup(graph):
 def test_bad_requests(gpu, graph):
     with pytest.raises(NotFound):
         what_if(graph, "nope", ["type=Conv2D"], 1)
-    with pytest.raises(UserError, match="matches"):
-        what_if(graph, gpu, ["type=Conv"], 1)  # a full match: no type is just "Conv"
+    # A full match: no type is just "Conv"; nothing matched, nothing changes.
+    none = what_if(graph, gpu, ["type=Conv"], 1)
+    assert none["matched_ops"] == 0 and none["critical_path_us"] == none["baseline_us"] == 60.0
     for bad in ("Conv2D", "kind=Conv2D", "type=", "name=("):
         with pytest.raises(UserError):
             parse_match(bad)
@@ -101,8 +110,9 @@ def test_bad_requests(gpu, graph):
         with pytest.raises(UserError, match="factor"):
             what_if(graph, gpu, ["type=Conv2D"], factor)
     single = store(graph, chain(1), "whatif-single")
-    with pytest.raises(UserError, match="not available: the trace has no dependencies"):
-        what_if(graph, single, ["type=Mul"], 2)
+    r = what_if_result(graph, single, ["type=Mul"], 2)
+    assert r.unavailable is not None and r.unavailable.fact == "deps" and r.path == []
+    assert r.unavailable.note.startswith("not available: the trace has no dependencies")
 
 
 def test_cli(gpu, graph, tg_home, db_uri):

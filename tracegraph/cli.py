@@ -133,14 +133,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_traces(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
     from tracegraph.queries.traces import list_traces
+    from tracegraph.queries.types import as_json
 
     with _graph(args) as graph:
         traces = list_traces(graph)
-    cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "memory_peak_bytes", "ingested_at", "sources"]
     if args.format == "json":
-        print(json.dumps(traces, indent=2))
-    else:
-        print(render(cols, [[t.get(c) for c in cols] for t in traces], args.format, terminal_width()))
+        print(json.dumps(as_json(traces), indent=2))
+        return 0
+    cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "observed_path_us", "memory_peak_bytes"]
+    rows = [[getattr(t, c) for c in cols] + [t.ingested_at, t.sources] for t in traces]
+    print(render([*cols, "ingested_at", "sources"], rows, args.format, terminal_width()))
     return 0
 
 
@@ -154,42 +156,15 @@ def cmd_drop(args: argparse.Namespace) -> int:
 def cmd_queries(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
     from tracegraph.queries.catalog import catalog
+    from tracegraph.queries.types import as_json
 
-    items = catalog().values()
+    infos = [a.info() for a in catalog().values()]
     if args.format == "json":
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": a.name,
-                        "summary": a.summary,
-                        "requires": [f.value for f in a.requires],
-                        "params": [
-                            {
-                                "name": p.name,
-                                "type": p.type,
-                                "required": p.required,
-                                "default": p.default,
-                                "doc": p.doc,
-                                "choices": list(p.choices),
-                            }
-                            for p in a.params
-                        ],
-                        "columns": [{"name": c.name, "doc": c.doc} for c in a.columns],
-                    }
-                    for a in items
-                ],
-                indent=2,
-            )
-        )
+        print(json.dumps(as_json(infos), indent=2))
         return 0
     rows = [
-        [
-            a.name,
-            a.summary,
-            ", ".join(p.name + ("" if p.required else f"={p.default}") for p in a.params if p.name != "trace"),
-        ]
-        for a in items
+        [a.name, a.summary, ", ".join(p.name + ("" if p.required else f"={p.default}") for p in a.params)]
+        for a in infos
     ]
     print(render(["name", "summary", "params"], rows, args.format, terminal_width()))
     return 0
@@ -201,8 +176,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     with _graph(args) as graph:
         result = run_analysis(graph, args.name, args.trace, _params(args.param))
-    if not result.available:
-        print(result.note, file=sys.stderr)
+    if result.unavailable is not None:
+        print(result.unavailable.note, file=sys.stderr)
         if args.format == "json":
             print("[]")
         return 0
@@ -233,24 +208,32 @@ def cmd_cypher(args: argparse.Namespace) -> int:
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
+    from tracegraph.queries.types import as_json
     from tracegraph.queries.whatif import what_if
 
     with _graph(args) as graph:
         result = what_if(graph, args.trace, args.match, args.factor)
     if args.format == "json":
-        print(json.dumps(result, indent=2))
+        print(json.dumps(as_json(result), indent=2))
+    if result.unavailable is not None:
+        print(result.unavailable.note, file=sys.stderr)
         return 0
-    speedup = f"{result['speedup']:.4g}x" if result["speedup"] is not None else "n/a"
+    if args.format == "json":
+        return 0
+    assert result.critical_path_us is not None and result.baseline_us is not None
+    speedup = f"{result.speedup:.4g}x" if result.speedup is not None else "n/a"
     print(
-        f"trace {result['trace']}: {result['matched_ops']:,} ops matching {' or '.join(result['match'])} "
-        f"scaled by {result['factor']:g}"
+        f"trace {result.trace}: {result.matched_ops:,} ops matching {' or '.join(result.match)} "
+        f"scaled by {result.factor:g}"
     )
     print(
-        f"critical path {result['critical_path_us']:,.1f} us (baseline {result['baseline_us']:,.1f} us, "
-        f"speedup {speedup}), {len(result['path'])} ops:"
+        f"critical path {result.critical_path_us:,.1f} us (baseline {result.baseline_us:,.1f} us, "
+        f"speedup {speedup}), {len(result.path)} ops:"
     )
     cols = ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
-    print(render(cols, [[p[c] for c in cols] for p in result["path"]], "table", terminal_width()))
+    print(render(cols, [[getattr(p, c) for c in cols] for p in result.path], "table", terminal_width()))
+    if not result.matched_ops:
+        print(f"no executed op matches {' or '.join(result.match)}: nothing changed", file=sys.stderr)
     return 0
 
 
@@ -289,15 +272,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"\n== {analysis} --trace alexnet")
             res = run_analysis(graph, analysis, "alexnet", params)
             rows = res.rows if analysis != "critical-path" else res.rows[:12]
-            print(res.note if res.note and not res.rows else render(res.columns, rows, "table", terminal_width()))
+            print(res.note if not res.rows else render(res.columns, rows, "table", terminal_width()))
             if analysis == "critical-path" and len(res.rows) > len(rows):
                 total = sum(r[3] for r in res.rows)
                 print(f"... {len(res.rows)} ops, {total:,.0f} us in all")
         from tracegraph.queries.traces import list_traces
 
-        cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "memory_peak_bytes"]
-        print("\n== traces (span and critical path in us; steps for vgg19-chainer)")
-        print(render(cols, [[t.get(c) for c in cols] for t in list_traces(graph)], "table", terminal_width()))
+        cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "observed_path_us", "memory_peak_bytes"]
+        print("\n== traces (span and critical paths in us; steps for vgg19-chainer)")
+        traces = list_traces(graph)
+        print(render(cols, [[getattr(t, c) for c in cols] for t in traces], "table", terminal_width()))
+        for t in traces:
+            print(t.path_summary())
         print("\nMore: tracegraph queries; tracegraph query NAME --trace alexnet")
     return 0
 

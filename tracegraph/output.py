@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import dataclasses
 import math
 import shutil
 import sys
@@ -99,10 +100,13 @@ def _numeric(v: str) -> bool:
 
 
 def jsonable(v: object) -> object:
-    """Plain JSON values: NaN/inf as null, dates as ISO text, numpy scalars
-    as Python numbers, anything else unknown as its text."""
+    """Plain JSON values: NaN/inf as null, dataclasses as objects, dates as
+    ISO text, numpy scalars as Python numbers, anything else unknown as its
+    text."""
     if v is None or isinstance(v, (bool, int, str)):
         return v
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)}
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, dict):

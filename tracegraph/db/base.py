@@ -197,6 +197,11 @@ class Graph(Protocol):
         progress, and finish one whose process died.)"""
         ...
 
+    def list_traces(self) -> list[dict[str, Any]]:
+        """The Trace node properties of every ready trace, by name (what a
+        trace is while it loads, swaps or drops is the engine's own)."""
+        ...
+
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:

@@ -227,6 +227,10 @@ class FalkorGraph:
         res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' RETURN t", {"name": name})
         return res.rows[0][0]["properties"] if res.rows else None
 
+    def list_traces(self) -> list[dict[str, Any]]:
+        res = self.run("MATCH (t:Trace) WHERE t.status = 'ready' RETURN t ORDER BY t.trace")
+        return [r[0]["properties"] for r in res.rows]
+
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:

@@ -259,6 +259,12 @@ class Neo4jGraph:
             else:
                 time.sleep(0.2)
 
+    def list_traces(self) -> list[dict[str, Any]]:
+        """Ready traces, and a trace being replaced with its old facts (its
+        swap is invisible to a listing)."""
+        res = self.run("MATCH (t:Trace) WHERE t.status IN ['ready', 'swapping'] RETURN t ORDER BY t.trace")
+        return [{**r[0]["properties"], "status": "ready"} for r in res.rows]
+
     def store_trace(
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
