@@ -10,19 +10,18 @@ and read by ``cypher/observed-critical-path*.cypher``, whose header is the
 definition users read. In short:
 
 * Nodes: the start and the end of every *path op* (an executed op with a
-  positive duration that is not a ``user_annotation`` or
-  ``python_function``: annotations mark regions, they are not work) and of
-  every kernel.
+  positive duration whose role is not ``annotation``: annotations such as
+  PyTorch's ``user_annotation`` and ``python_function`` mark regions, they
+  are not work) and of every kernel.
 * Edges, each with a *weight* (the time it adds to the path) and its
   elapsed time (the time between its two ends):
   - op body: an op's start -> its first path child's start -> that child's
     end -> the next child's start ... -> the op's end (children: the path ops
     whose parent, skipping non-path ops, is this op; in start order);
-    weight = elapsed, except the last edge into a blocking call's end
-    (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
-    ``cudaEventSynchronize``, ``cudaEventQuery``, ``cudaMemcpy``,
-    ``cudaMemcpyAsync`` and their ``hip`` twins), which weighs 0: that time
-    is waiting, and the wait is explained by the sync edge below;
+    weight = elapsed, except the last edge into the end of a blocking call
+    (an op of role ``sync``, which its format names: e.g. Kineto's
+    ``cudaStreamSynchronize``), which weighs 0: that time is waiting, and
+    the wait is explained by the sync edge below;
   - thread order: the end of a top-level op -> the start of the next
     top-level op on its thread (formats without threads: on its device, from
     the op with the latest end at or before the start), weight 0 (the thread
@@ -77,26 +76,9 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.ingest import schema
+from tracegraph.ingest.formats.kit import Role
 from tracegraph.ingest.frames import TraceFrames
 
-BLOCKING_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaEventQuery",
-        "cudaMemcpy",
-        "cudaMemcpyAsync",
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
-        "hipEventQuery",
-        "hipMemcpy",
-        "hipMemcpyAsync",
-    }
-)
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
-NOT_WORK = frozenset({"user_annotation", "python_function"})
 # A stream gap longer than this is not scheduling overhead (HTA's threshold).
 KERNEL_GAP_LIMIT_US = 1500.0
 _KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
@@ -164,9 +146,9 @@ class _Graph:
         start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
         end = pd.to_numeric(ops["end_us"], errors="coerce").to_numpy(float)
         executed = ops["executed"].fillna(True).astype(bool).to_numpy()
-        category = ops["category"].tolist()
+        roles = ops["role"].fillna(Role.OP.value).tolist()
         keep = executed & ~np.isnan(start) & ~np.isnan(end) & (end > start)
-        keep &= np.array([c not in NOT_WORK for c in category], dtype=bool)
+        keep &= np.array([r != Role.ANNOTATION.value for r in roles], dtype=bool)
         self.op_rows = np.flatnonzero(keep)
         kstart = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
         kend = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
@@ -185,14 +167,10 @@ class _Graph:
         self.op_element = {uids[r]: i for i, r in enumerate(self.op_rows)}
         kuids = kernels["uid"].tolist()
         self.kernel_element = {kuids[r]: n_ops + i for i, r in enumerate(self.kernel_rows)}
-        names = ops["name"].tolist()
-        self.role: list[str] = []
-        for r in self.op_rows:
-            cat = category[r]
-            if cat in RUNTIME_CATEGORIES:
-                self.role.append("sync" if names[r] in BLOCKING_CALLS else "runtime")
-            else:
-                self.role.append("cpu_op")
+        # The segment kind of each path op: its role, ``op`` shown as ``cpu_op``.
+        self.role: list[str] = [
+            "cpu_op" if roles[r] not in (Role.RUNTIME.value, Role.SYNC.value) else roles[r] for r in self.op_rows
+        ]
         threads = ops["thread"].tolist()
         devices = ops["device"].tolist()
         device_names = _device_names(tf)

@@ -18,6 +18,7 @@ from tracegraph.db.base import Graph, TraceTables, check_trace_name
 from tracegraph.errors import DependencyCycle, InputError, UnknownFormat, UserError
 from tracegraph.ingest import formats, source
 from tracegraph.ingest.enrich import check_acyclic, enrich
+from tracegraph.ingest.formats.kit import Joins
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
 
@@ -92,13 +93,13 @@ def expand(paths: list[Path]) -> tuple[list[Path], list[Path]]:
 def _not_one_trace(named: list[tuple[str, Path]]) -> str | None:
     """Why files of these formats cannot make one trace, or None when they
     can: one file; files of a format that reads several as one run; or at
-    most one primary format plus formats that only add to it."""
+    most one primary format (or one run of it) plus formats that add
+    detail to it."""
     if len(named) <= 1:
         return None
-    kinds = {n for n, _ in named}
-    if len(kinds) == 1 and hasattr(formats.get(named[0][0]), "parse_many"):
+    primary = [(n, p) for n, p in named if formats.joins(n) is not Joins.DETAIL]
+    if len({n for n, _ in primary}) == 1 and formats.joins(primary[0][0]) is Joins.RUN:
         return None
-    primary = [(n, p) for n, p in named if not hasattr(formats.get(n), "merge")]
     if len(primary) > 1:
         return "one trace can hold only one timed profile; got " + ", ".join(f"{p} ({n})" for n, p in primary)
     return None
@@ -164,20 +165,20 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
 
 
 def _parse_named(named: list[tuple[str, Path]]) -> TraceFrames:
-    # Formats whose files are parts of one run (PyTorch ranks) read them together.
-    kinds = {n for n, _ in named}
-    if len(named) > 1 and len(kinds) == 1 and hasattr(formats.get(named[0][0]), "parse_many"):
-        return cast(formats.RunFormat, formats.get(named[0][0])).parse_many([p for _, p in named])
-    parsed = [(name, p, formats.get(name).parse(p)) for name, p in named]
-    if len(parsed) == 1:
-        return parsed[0][2]
-    primary = [x for x in parsed if not hasattr(formats.get(x[0]), "merge")]
-    extras = [x for x in parsed if hasattr(formats.get(x[0]), "merge")]
+    """The primary files parsed (a run's files together), then each detail
+    file parsed and merged into them; detail files alone: the first is the
+    primary."""
+    primary = [(n, p) for n, p in named if formats.joins(n) is not Joins.DETAIL]
+    details = [(n, p) for n, p in named if formats.joins(n) is Joins.DETAIL]
     if not primary:
-        primary, extras = extras[:1], extras[1:]
-    base = primary[0][2]
-    for name, _, tf in extras:
-        base = cast(formats.DetailFormat, formats.get(name)).merge(base, tf)
+        primary, details = details[:1], details[1:]
+    name = primary[0][0]
+    if len(primary) > 1:  # parts of one run (checked by _not_one_trace)
+        base = cast(formats.RunFormat, formats.get(name)).parse_many([p for _, p in primary])
+    else:
+        base = formats.get(name).parse(primary[0][1])
+    for detail, path in details:
+        base = cast(formats.DetailFormat, formats.get(detail)).merge(base, formats.get(detail).parse(path))
     return base
 
 

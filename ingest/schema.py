@@ -156,6 +156,13 @@ TABLES: tuple[Table, ...] = (
             _c("parent", "str", "uid of the op it runs nested directly inside on its thread (PyTorch)", stored=False),
             _c("thread", "str", "host thread (`pid:tid`; `rank1/pid:tid` in multi-rank traces; PyTorch)"),
             _c("category", "str", "PyTorch event category (`cpu_op`, `cuda_runtime`, ...)"),
+            _c(
+                "role",
+                "str",
+                "`op` (framework work), `annotation` (marks a region: a user annotation, a Python frame), "
+                "`runtime` (a device runtime call that returns at once), `sync` (a runtime call that blocks "
+                "until device work ends); set by the format",
+            ),
             _c("device_name", "str", "its device's name", STORE),
             _c("scope", "str", "name without its last `/` component", ENRICH),
             _c("weight_us", "float", "its weight (see below)", ENRICH),

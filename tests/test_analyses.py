@@ -274,7 +274,7 @@ def test_memory_timeline_small(gpu, graph):
     ]
     # One point: the peak, at the first time it is reached (the tie at t=40 loses).
     assert pts(max_points=1) == [("GPU_0_bfc", 12, 370), ("GPU_1_bfc", 0, 40)]
-    with pytest.raises(UserError, match="parameter max_points: .* out of range"):
+    with pytest.raises(UserError, match=r"parameter max_points: .* out of range"):
         pts(max_points=0)
 
 

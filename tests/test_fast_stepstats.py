@@ -16,8 +16,8 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import stepstats_text
-from tracegraph.ingest.formats import tf_stepstats
+from tracegraph.ingest.formats.tf import stepstats as tf_stepstats
+from tracegraph.ingest.formats.tf import stepstats_text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # bench/ is a plain folder of the repository

@@ -25,7 +25,7 @@ import pytest
 from conftest import everything
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats import pytorch_kineto
+from tracegraph.ingest.formats.kineto import trace as pytorch_kineto
 from tracegraph.ingest.pipeline import detect, ingest, parse_files
 from tracegraph.queries.run import run_analysis
 

@@ -15,7 +15,7 @@ import bad_input
 import pytest
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats import tf_oplist
+from tracegraph.ingest.formats.tf import oplist as tf_oplist
 from tracegraph.ingest.frames import (
     DEP_COLUMNS,
     DEVICE_COLUMNS,
@@ -455,7 +455,7 @@ def test_merge_is_idempotent_on_deps(tmp_path):
 
 
 def test_merge_with_stepstats_seed():
-    stepstats = pytest.importorskip("tracegraph.ingest.formats.tf_stepstats")
+    stepstats = pytest.importorskip("tracegraph.ingest.formats.tf.stepstats")
     base = stepstats.parse(TRACES / "tf1-alexnet-stepstats.pbtxt")
     extra = tf_oplist.parse(SEED)
     merged = tf_oplist.merge(base, extra)

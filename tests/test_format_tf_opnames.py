@@ -15,7 +15,7 @@ import bad_input
 import pytest
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats import tf_opnames
+from tracegraph.ingest.formats.tf import opnames as tf_opnames
 
 TRACES = Path(__file__).resolve().parents[1] / "examples" / "traces"
 SEED = TRACES / "tf2-resnet50-opnames.txt"

@@ -24,7 +24,8 @@ from fastapi.testclient import TestClient
 
 from tracegraph.errors import TooLarge
 from tracegraph.ingest import limits
-from tracegraph.ingest.formats import kineto_read, pytorch_kineto
+from tracegraph.ingest.formats.kineto import read as kineto_read
+from tracegraph.ingest.formats.kineto import trace as pytorch_kineto
 from tracegraph.ingest.limits import GiB, MiB
 
 AS_LIMIT = 1536 * MiB

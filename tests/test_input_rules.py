@@ -11,7 +11,9 @@ from conftest import SEED_OPLIST, SEED_STEPSTATS, run_cli
 from stepstats_builder import Op, stepstats_text, write
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats import megengine_profile, tf_opnames, tf_stepstats
+from tracegraph.ingest.formats import megengine_profile
+from tracegraph.ingest.formats.tf import opnames as tf_opnames
+from tracegraph.ingest.formats.tf import stepstats as tf_stepstats
 from tracegraph.ingest.pipeline import parse_files
 
 # ---------------------------------------------------------------- directories

@@ -11,11 +11,14 @@ from tensorboard.compat.proto import types_pb2
 
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest import formats
-from tracegraph.ingest.formats import chainer_graph, megengine_profile, tf_oplist, tf_opnames, tf_stepstats
+from tracegraph.ingest.formats import chainer_graph, megengine_profile
+from tracegraph.ingest.formats.tf import oplist as tf_oplist
+from tracegraph.ingest.formats.tf import opnames as tf_opnames
+from tracegraph.ingest.formats.tf import stepstats as tf_stepstats
+from tracegraph.ingest.formats.tf.names import DTYPE_BYTES, dtype_name, dtype_size, phase_of
 from tracegraph.ingest.limits import MAX_LINE_BYTES, SNIFF_BYTES
 from tracegraph.ingest.pipeline import detect
 from tracegraph.ingest.source import head_lines
-from tracegraph.ingest.tf_names import DTYPE_BYTES, dtype_name, dtype_size, phase_of
 
 # ---------------------------------------------------------------- TF phases
 

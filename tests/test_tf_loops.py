@@ -24,7 +24,7 @@ from stepstats_builder import Op, write
 from tensorboard.compat.proto import step_stats_pb2
 
 from tracegraph.ingest.enrich import enrich
-from tracegraph.ingest.formats import tf_stepstats
+from tracegraph.ingest.formats.tf import stepstats as tf_stepstats
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.run import run_analysis
 

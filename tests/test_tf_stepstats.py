@@ -17,9 +17,9 @@ from google.protobuf import text_format
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import stepstats_text
 from tracegraph.ingest.enrich import enrich
-from tracegraph.ingest.formats import tf_stepstats
+from tracegraph.ingest.formats.tf import stepstats as tf_stepstats
+from tracegraph.ingest.formats.tf import stepstats_text
 
 TEXT = SEED_STEPSTATS.read_text()
 

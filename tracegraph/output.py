@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
-import dataclasses
 import math
 import shutil
 import sys

@@ -1,24 +1,29 @@
-"""Trace file formats. Each module here exposes the same three things:
+"""Trace file formats. Each format module exposes the same things:
 
-* ``NAME``: the ``--format`` value (e.g. ``tf-stepstats``);
+* ``FORMAT``: its :class:`~tracegraph.ingest.formats.kit.FormatInfo`: the
+  ``--format`` value (e.g. ``tf-stepstats``), its framework, and how its
+  files combine with others into one trace (``joins``: a file alone, the
+  parts of one run, or detail added to another format's trace);
 * ``sniff(head: bytes) -> bool``: True when the first ``SNIFF_BYTES``
   (64 KiB, :mod:`tracegraph.ingest.limits`) of a file look like this format
   (content, never the file name); line formats see the head's complete
   lines through :func:`tracegraph.ingest.source.head_lines`;
 * ``parse(path: pathlib.Path) -> TraceFrames``: the whole file as canonical
-  frames, or :class:`tracegraph.errors.InputError` naming the file and the
+  frames (built with :class:`~tracegraph.ingest.formats.kit.FramesBuilder`),
+  or :class:`tracegraph.errors.InputError` naming the file and the
   line/field where it is wrong. Parsers read files only through
-  :mod:`tracegraph.ingest.source`, under their format's limits (``NAME``
+  :mod:`tracegraph.ingest.source`, under their format's limits (the name
   is the key of :data:`tracegraph.ingest.limits.MAX_FILE_BYTES`), and never
   touch the database.
 
-Formats whose files are parts of one run (PyTorch rank files) also expose
-``parse_many(paths: list[pathlib.Path]) -> TraceFrames``; several files of
-such a format given at once are read by it as one trace.
+``Joins.RUN`` formats also expose ``parse_many(paths) -> TraceFrames``:
+several files of the format given at once are read as one run (PyTorch
+rank files). ``Joins.DETAIL`` formats also expose ``merge(base, extra)
+-> TraceFrames``: they add detail to the trace of a primary format (the TF
+op listing adds shapes and control inputs to StepStats; an Execution Trace
+adds tensors and dependencies to a Kineto trace).
 
-Formats that only add detail to another format's trace (the TF op listing
-adds shapes and control inputs to StepStats) also expose
-``merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames``.
+A format with helpers of its own is a subpackage (``tf/``, ``kineto/``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
+from tracegraph.ingest.formats.kit import FormatInfo, Joins
+
 if TYPE_CHECKING:
     from tracegraph.ingest.frames import TraceFrames
 
@@ -34,6 +41,7 @@ if TYPE_CHECKING:
 class Format(Protocol):
     """What every format module exposes (see above)."""
 
+    FORMAT: FormatInfo
     NAME: str
 
     def sniff(self, head: bytes) -> bool: ...
@@ -48,19 +56,19 @@ class RunFormat(Format, Protocol):
 
 
 class DetailFormat(Format, Protocol):
-    """A format that only adds detail to another format's trace."""
+    """A format that adds detail to another format's trace."""
 
     def merge(self, base: TraceFrames, extra: TraceFrames) -> TraceFrames: ...
 
 
-# Order matters for sniffing: the most specific formats first.
+# ``--format`` name -> module, in sniffing order: the most specific formats first.
 _MODULES = {
-    "pytorch-kineto": "pytorch_kineto",
-    "tf-stepstats": "tf_stepstats",
+    "pytorch-kineto": "kineto.trace",
+    "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
     "chainer-graph": "chainer_graph",
-    "tf-oplist": "tf_oplist",
-    "tf-opnames": "tf_opnames",
+    "tf-oplist": "tf.oplist",
+    "tf-opnames": "tf.opnames",
 }
 
 
@@ -74,18 +82,22 @@ def get(name: str) -> Format:
     return cast(Format, import_module(f"{__name__}.{_MODULES[name]}"))
 
 
+def info(name: str) -> FormatInfo:
+    """Format ``name``'s declaration."""
+    return get(name).FORMAT
+
+
+def joins(name: str) -> Joins:
+    return info(name).joins
+
+
 if TYPE_CHECKING:
     # The modules are imported on demand (above); here mypy checks that
     # each one implements its protocol.
-    from tracegraph.ingest.formats import (
-        chainer_graph,
-        megengine_profile,
-        pytorch_kineto,
-        tf_oplist,
-        tf_opnames,
-        tf_stepstats,
-    )
+    from tracegraph.ingest.formats import chainer_graph, megengine_profile
+    from tracegraph.ingest.formats.kineto import trace as kineto_trace
+    from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
 
-    _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, tf_opnames, tf_stepstats)
-    _CHECKED_RUN: RunFormat = pytorch_kineto
-    _CHECKED_DETAIL: DetailFormat = tf_oplist
+    _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, opnames, stepstats)
+    _CHECKED_RUN: RunFormat = kineto_trace
+    _CHECKED_DETAIL: DetailFormat = oplist

@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from tracegraph.errors import InputError
+from tracegraph.ingest.formats.kit import FormatInfo, Joins
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS,
     ALLOCATOR_COLUMNS,
@@ -86,7 +87,8 @@ from tracegraph.ingest.frames import (
 from tracegraph.ingest.source import head_lines
 from tracegraph.ingest.source import lines as source_lines
 
-NAME = "chainer-graph"
+FORMAT = FormatInfo("chainer-graph", "chainer", Joins.ALONE, "Chainer computational graph dump")
+NAME = FORMAT.name
 
 DEVICE = "dev:chainer"
 ALLOCATOR = "mem:chainer"

@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from tracegraph.errors import InputError
+from tracegraph.ingest.formats.kit import FormatInfo, Joins, device_kind
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS,
     ALLOCATOR_COLUMNS,
@@ -80,7 +81,8 @@ from tracegraph.ingest.frames import (
 )
 from tracegraph.ingest.source import read_text
 
-NAME = "megengine-profile"
+FORMAT = FormatInfo("megengine-profile", "megengine", Joins.ALONE, "MegEngine profiler JSON")
+NAME = FORMAT.name
 
 _SNIFF = re.compile(rb'"(graph_exec|opr_footprint|opr_internal_pf|comp_seq|mem_chunk)"\s*:')
 _MAPPED_OP_FIELDS = ("id", "name", "type", "input", "output", "node_type")
@@ -567,18 +569,10 @@ class _Build:
             consumes=frame(self.consumes, CONSUME_COLUMNS),
             deps=frame(list(self.deps.values()), DEP_COLUMNS),
             allocations=frame(self.allocations, ALLOCATION_COLUMNS),
-            devices=frame([{"uid": f"dev:{n}", "name": n, "kind": _device_kind(n)} for n in nodes], DEVICE_COLUMNS),
+            devices=frame([{"uid": f"dev:{n}", "name": n, "kind": device_kind(n)} for n in nodes], DEVICE_COLUMNS),
             streams=frame(
                 [{"uid": f"s:{n}", "device": f"dev:{n}", "name": n, "kind": "compute"} for n in streams], STREAM_COLUMNS
             ),
             allocators=frame([{"uid": f"mem:{n}", "name": n, "device": f"dev:{n}"} for n in nodes], ALLOCATOR_COLUMNS),
             meta={"operators": len(self.ops), "executed": len(self.seq)},
         )
-
-
-def _device_kind(node: str) -> str:
-    """``gpu0:0`` -> GPU, ``cpu0:0`` -> CPU; other comp node families by their prefix."""
-    found = re.match(r"[a-z]*", node.lower())
-    assert found is not None  # the pattern matches every text (maybe empty)
-    prefix = found.group(0)
-    return {"gpu": "GPU", "cuda": "GPU", "cpu": "CPU"}.get(prefix, prefix.upper() or "device")

@@ -25,7 +25,7 @@ from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 # The layout of a stored trace (labels, properties, relationships), stored
 # on its Trace node: analyses refuse a trace written with another layout
 # instead of answering from properties it does not have.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Labels whose nodes carry (trace, uid).
 LABELS = (

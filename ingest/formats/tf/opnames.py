@@ -31,16 +31,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.frames import DEVICE_COLUMNS, OP_COLUMNS, TraceFrames, frame
+from tracegraph.ingest.formats import kit
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, snippet
+from tracegraph.ingest.formats.tf.names import NODE_NAME, op_type_from_name, phase_of, scopes_of
+from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.source import head_lines, lines
-from tracegraph.ingest.tf_names import NODE_NAME, op_type_from_name, phase_of, scopes_of
 
-NAME = "tf-opnames"
+FORMAT = FormatInfo("tf-opnames", "tensorflow", Joins.ALONE, "TensorFlow node names, one per line")
+NAME = FORMAT.name
 
 
 def float_times(df: pd.DataFrame) -> pd.DataFrame:
@@ -49,11 +51,6 @@ def float_times(df: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in ("start_us", "end_us", "dur_us") if c in df.columns]
     df[cols] = df[cols].astype("float64")
     return df
-
-
-def snippet(text: str, limit: int = 60) -> str:
-    """A short, single-line quotation of bad input for an error message."""
-    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def sniff(head: bytes) -> bool:
@@ -70,8 +67,9 @@ def sniff(head: bytes) -> bool:
 
 
 def parse(path: Path) -> TraceFrames:
-    """Every non-empty line becomes one op on ``dev:unknown``; see module doc."""
-    rows: list[dict[str, Any]] = []
+    """Every non-empty line becomes one op on device ``unknown``; see module doc."""
+    b = FramesBuilder(FORMAT.framework, [str(path)], time_unit="none")
+    device = b.device("unknown")
     seen: dict[str, int] = {}
     for lineno, raw in enumerate(lines(path, NAME), start=1):
         name = raw.strip()
@@ -80,32 +78,20 @@ def parse(path: Path) -> TraceFrames:
         if not NODE_NAME.match(name):
             raise InputError(path, f"not a TensorFlow node name: {snippet(name)}", f"line {lineno}")
         seen[name] = seen.get(name, 0) + 1
-        uid = f"op:{name}" if seen[name] == 1 else f"op:{name}#{seen[name]}"
         scopes = scopes_of(name)
         attrs = {"scope": scopes[-1] if scopes else "", "scopes": scopes, "line": lineno}
-        rows.append(
+        b.op(
             {
-                "uid": uid,
+                "uid": kit.uid(Kind.OP, name if seen[name] == 1 else f"{name}#{seen[name]}"),
                 "name": name,
                 "type": op_type_from_name(name),
-                "device": "dev:unknown",
-                "seq": len(rows),
-                "start_us": None,
-                "end_us": None,
-                "dur_us": None,
+                "device": device,
+                "seq": len(b.ops),
                 "phase": phase_of(name),
                 "executed": None,
                 "attrs": json.dumps(attrs),
             }
         )
-    if not rows:
+    if not b.ops:
         raise InputError(path, "no node names (empty file)", "line 1")
-    trace = TraceFrames(
-        framework="tensorflow",
-        sources=[str(path)],
-        time_unit="none",
-        ops=float_times(frame(rows, OP_COLUMNS)),
-        devices=frame([{"uid": "dev:unknown", "name": "unknown", "kind": "unknown"}], DEVICE_COLUMNS),
-    )
-    trace.check()
-    return trace
+    return b.build()

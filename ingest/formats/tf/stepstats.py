@@ -20,7 +20,7 @@ What is read, and how it maps onto the canonical frames:
   its first run by start, ``op:<name>#2``, ``#3``... after; ``run`` is the
   0-based place among them and ``iteration`` the loop iteration when it can
   be told. Each input of each run is linked to the producer run that fed it
-  (:mod:`tracegraph.ingest.tf_runs` has the rule); its outputs are tensors
+  (:mod:`tracegraph.ingest.formats.tf.runs` has the rule); its outputs are tensors
   of their own (``t:<name>:<slot>#<run + 1>`` after the first run), and its
   allocations and kernels belong to it.
 * Records on ``.../stream:N`` devices become Kernels, joined to their Op by
@@ -57,7 +57,11 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import source, stepstats_text, tf_runs
+from tracegraph.ingest import source
+from tracegraph.ingest.formats.kit import FormatInfo, Joins, device_kind, short_device
+from tracegraph.ingest.formats.tf import runs as tf_runs
+from tracegraph.ingest.formats.tf import stepstats_text
+from tracegraph.ingest.formats.tf.names import dtype_name, dtype_size, phase_of
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS,
     ALLOCATOR_COLUMNS,
@@ -72,11 +76,10 @@ from tracegraph.ingest.frames import (
     TraceFrames,
     frame,
 )
-from tracegraph.ingest.tf_names import dtype_name, dtype_size, phase_of
 
 # --- what is read of a StepStats message -----------------------------------------
 # The fields read here, as both the protobuf messages (untyped) and the
-# look-alikes of :mod:`tracegraph.ingest.stepstats_text` have them.
+# look-alikes of :mod:`tracegraph.ingest.formats.tf.stepstats_text` have them.
 
 
 class _AllocationRecord(Protocol):
@@ -205,7 +208,8 @@ _DeviceRecords = tuple[str, list[NodeStats]]
 # A label's inputs: (input position, producer name, slot; None: a control input).
 _Inputs = list[tuple[int, str, int | None]]
 
-NAME = "tf-stepstats"
+FORMAT = FormatInfo("tf-stepstats", "tensorflow", Joins.ALONE, "TensorFlow 1.x RunMetadata / StepStats")
+NAME = FORMAT.name
 
 _TEXT_HEAD = re.compile(rb"^\s*(#[^\n]*\n\s*)*(dev_stats|step_stats)\s*\{")
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<out>\S.*?) = (?P<type>[\w.>-]+)\((?P<args>.*)\)\s*$")
@@ -237,7 +241,7 @@ def read_step_stats(path: Path, *, fast: bool = True) -> step_stats_pb2.StepStat
     The file's head decides text or binary before the rest is read, so a
     file that is neither (a binary message starts with field 1, byte 0x0a)
     is refused unread, as is one over the size limit. Text goes through the
-    fast reader of :mod:`tracegraph.ingest.stepstats_text` when ``fast``
+    fast reader of :mod:`tracegraph.ingest.formats.tf.stepstats_text` when ``fast``
     (its look-alike objects read the same as the message), through
     ``text_format.Parse`` otherwise or when the fast reader declines.
     """
@@ -287,12 +291,6 @@ def _looks_like_device(name: str) -> bool:
     return name.startswith("/") and ("device:" in name or "/job:" in name)
 
 
-def short_device(name: str) -> str:
-    """``/job:localhost/replica:0/task:0/device:GPU:0`` -> ``/device:GPU:0``."""
-    i = name.find("/device:")
-    return name[i:] if i >= 0 else name
-
-
 @dataclass
 class _Builder:
     """Accumulates frame rows while walking the message once.
@@ -327,14 +325,7 @@ class _Builder:
         name = short_device(name)
         uid = f"dev:{name}"
         if uid not in self.devices:
-            kind = (
-                "GPU"
-                if ":GPU:" in name
-                else "CPU"
-                if ":CPU:" in name
-                else name.rsplit("/", 1)[-1].split(":")[0] or "device"
-            )
-            self.devices[uid] = {"uid": uid, "name": name, "kind": kind}
+            self.devices[uid] = {"uid": uid, "name": name, "kind": device_kind(name)}
         return uid
 
     def stream(self, device_uid: str, name: str, kind: str) -> str:
@@ -394,7 +385,7 @@ def frames_from_step_stats(stats: StepStatsLike, path: str) -> TraceFrames:
     """Canonical frames for one step. ``path`` is only used in messages.
 
     ``stats`` is a protobuf ``StepStats`` or the look-alike that
-    :mod:`tracegraph.ingest.stepstats_text` builds; only attributes are read.
+    :mod:`tracegraph.ingest.formats.tf.stepstats_text` builds; only attributes are read.
     """
     devs = [(dev.device, list(dev.node_stats)) for dev in stats.dev_stats]
     _check_times(path, devs)

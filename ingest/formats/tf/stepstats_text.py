@@ -8,7 +8,7 @@ or ``}`` per line -- for the StepStats messages only, and walks the lines
 with a small table-driven loop (about 40 MB/s).
 
 It builds light objects with the same attribute names and defaults as the
-protobuf messages, so :func:`tracegraph.ingest.formats.tf_stepstats.
+protobuf messages, so :func:`tracegraph.ingest.formats.tf.stepstats.
 frames_from_step_stats` turns either into frames the same way. Whatever it
 does not read exactly as ``text_format`` would -- comments, unknown fields,
 escapes in strings, several fields on a line, a field given twice, octal or

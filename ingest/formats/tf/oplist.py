@@ -66,7 +66,9 @@ from typing import Any, cast
 import pandas as pd
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.tf_opnames import float_times, snippet
+from tracegraph.ingest.formats.kit import FormatInfo, Joins, device_kind, snippet
+from tracegraph.ingest.formats.tf.names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
+from tracegraph.ingest.formats.tf.opnames import float_times
 from tracegraph.ingest.frames import (
     CONSUME_COLUMNS,
     DEP_COLUMNS,
@@ -80,9 +82,9 @@ from tracegraph.ingest.frames import (
     frame,
 )
 from tracegraph.ingest.source import head_lines, lines
-from tracegraph.ingest.tf_names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
 
-NAME = "tf-oplist"
+FORMAT = FormatInfo("tf-oplist", "tensorflow", Joins.DETAIL, "TensorFlow op listing (adds shapes and control inputs)")
+NAME = FORMAT.name
 
 _SHAPE = re.compile(r"\((?:([a-z][a-z0-9]*) )?((?:\d+|\?)(?:x(?:\d+|\?))*)\)\Z")
 _COPY_OUT = re.compile(r"\(output (\d+) bytes\)\Z")
@@ -176,11 +178,6 @@ def _read_lines(path: Path) -> list[_Line]:
     return parsed
 
 
-def _device_kind(device: str) -> str:
-    head = device.split(":")[0].upper()
-    return head if head in ("GPU", "CPU", "TPU") else "unknown"
-
-
 def _op_row(
     uid: str, name: str, type_: str, device: str | None, seq: int | None, executed: bool, attrs: dict[str, Any]
 ) -> Row:
@@ -243,7 +240,7 @@ def parse(path: Path) -> TraceFrames:
 
     def device(text: str) -> str:
         uid = f"dev:{text}"
-        devices.setdefault(uid, {"uid": uid, "name": text, "kind": _device_kind(text)})
+        devices.setdefault(uid, {"uid": uid, "name": text, "kind": device_kind(text)})
         return uid
 
     for seq, ln in enumerate(listed.values()):

@@ -114,25 +114,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats import kineto_read
-from tracegraph.ingest.formats.kineto_phase import assign_phases
-from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS,
-    ALLOCATOR_COLUMNS,
-    DEVICE_COLUMNS,
-    KERNEL_COLUMNS,
-    OP_COLUMNS,
-    STREAM_COLUMNS,
-    SYNC_COLUMNS,
-    Row,
-    TraceFrames,
-    frame,
-)
+from tracegraph.ingest.formats import kit
+from tracegraph.ingest.formats.kineto import read as kineto_read
+from tracegraph.ingest.formats.kineto.phase import assign_phases
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, Role
+from tracegraph.ingest.frames import TraceFrames
 
 if TYPE_CHECKING:
     import pandas as pd
 
-NAME = "pytorch-kineto"
+FORMAT = FormatInfo("pytorch-kineto", "pytorch", Joins.RUN, "PyTorch profiler (Kineto) Chrome trace JSON")
+NAME = FORMAT.name
 
 _HOST_CATS = {
     "cpu_op": "cpu_op",
@@ -151,6 +143,23 @@ _DEVICE_CATS = {
     "memset": "memset",
 }
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Runtime calls that block until device work ends (their ops' role is ``sync``).
+BLOCKING_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaEventQuery",
+        "cudaMemcpy",
+        "cudaMemcpyAsync",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipEventQuery",
+        "hipMemcpy",
+        "hipMemcpyAsync",
+    }
+)
 _COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel")
 _COPY_DIRECTION = re.compile(r"Memcpy\s+(\w+)")
 # Args kept in an op's attrs (the rest, e.g. strides and concrete inputs, is bulk).
@@ -354,16 +363,14 @@ class _Assemble:
     def __init__(self, ranks: list[_Rank]) -> None:
         self.ranks = ranks
         self.multi = len(ranks) > 1
-        self.ops: list[Row] = []
+        self.b = FramesBuilder(FORMAT.framework, [str(r.path) for r in ranks])
+        self.ops = self.b.ops
         self.op_times: list[tuple[int, int]] = []
-        self.kernels: list[Row] = []
+        self.kernels = self.b.kernels
         self.kernel_times: list[tuple[int, int]] = []
-        self.devices: dict[str, Row] = {}
-        self.streams: dict[str, Row] = {}
-        self.allocators: dict[str, Row] = {}
-        self.allocations: list[Row] = []
+        self.allocations = self.b.allocations
         self.alloc_times: list[tuple[int, int | None]] = []
-        self.syncs: list[Row] = []
+        self.syncs = self.b.syncs
         self.unpaired_frees = 0
         self.reported_peak: dict[str, int] = {}
         self.outside_ops: dict[str, int] = {}  # op uid -> position in ops
@@ -383,11 +390,11 @@ class _Assemble:
         )
         if self.alloc_times:
             origin = min(origin, min(t for t, _ in self.alloc_times))
-        ops = frame(self.ops, OP_COLUMNS)
+        self.b.meta = self._meta()
+        tf = self.b.frames()
+        ops, kernels, allocations = tf.ops, tf.kernels, tf.allocations
         _set_times(ops, self.op_times, origin)
-        kernels = frame(self.kernels, KERNEL_COLUMNS)
         _set_times(kernels, self.kernel_times, origin)
-        allocations = frame(self.allocations, ALLOCATION_COLUMNS)
         if self.alloc_times:
             a = np.array([t for t, _ in self.alloc_times], dtype=np.int64)
             allocations["alloc_us"] = (a - origin) / 1000.0
@@ -396,19 +403,6 @@ class _Assemble:
         seq = np.empty(len(ops), dtype=np.int64)
         seq[order] = np.arange(len(ops))
         ops["seq"] = seq
-        tf = TraceFrames(
-            framework="pytorch",
-            sources=[str(r.path) for r in self.ranks],
-            time_unit="us",
-            ops=ops,
-            kernels=kernels,
-            allocations=allocations,
-            devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
-            streams=frame(list(self.streams.values()), STREAM_COLUMNS),
-            allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
-            syncs=frame(self.syncs, SYNC_COLUMNS),
-            meta=self._meta(),
-        )
         assign_phases(tf)
         tf.check()
         return tf
@@ -444,11 +438,8 @@ class _Assemble:
 
     def _device(self, r: _Rank, kind: str, index: object = None) -> str:
         if kind == "CPU":
-            uid, name = f"dev:{r.rank}:cpu", f"{self.prefix(r)}cpu"
-        else:
-            uid, name = f"dev:{r.rank}:cuda:{index}", f"{self.prefix(r)}cuda:{index}"
-        self.devices.setdefault(uid, {"uid": uid, "name": name, "kind": kind})
-        return uid
+            return self.b.device(f"{self.prefix(r)}cpu", "CPU", key=f"{r.rank}:cpu")
+        return self.b.device(f"{self.prefix(r)}cuda:{index}", "GPU", key=f"{r.rank}:cuda:{index}")
 
     def _rank(self, r: _Rank) -> None:
         cpu = self._device(r, "CPU")
@@ -456,7 +447,7 @@ class _Assemble:
         uid_of_index: dict[int, str] = {}
         for o in r.ops:
             index, name, cat, pid, tid, start, end, args = o
-            uid = f"op:{r.rank}:{index}"
+            uid = kit.uid(Kind.OP, r.rank, index)
             uid_of_index[index] = uid
             attrs = {"category": cat, "pid": pid, "tid": tid}
             attrs.update({k: args[k] for k in _KEPT_ARGS if k in args})
@@ -470,6 +461,7 @@ class _Assemble:
                     "attrs": _attrs_json(attrs),
                     "thread": f"{pre}{pid}:{tid}",
                     "category": cat,
+                    "role": _role(name, cat).value,
                     "phase": None,
                 }
             )
@@ -509,9 +501,8 @@ class _Assemble:
                 src = r.flows_start.get(flow) if flow is not None else None
                 j = runtime_at.get(src) if src is not None else None
             dev = self._device(r, "GPU", device)
-            suid = f"s:{r.rank}:{device}:{stream}"
-            self.streams.setdefault(suid, {"uid": suid, "device": dev, "name": f"stream:{stream}", "kind": "compute"})
-            uid = f"k:{r.rank}:{index}"
+            suid = self.b.stream(dev, f"stream:{stream}", key=f"{r.rank}:{device}:{stream}")
+            uid = kit.uid(Kind.KERNEL, r.rank, index)
             direction = None
             if kind == "memcpy":
                 m = _COPY_DIRECTION.search(name)
@@ -541,7 +532,7 @@ class _Assemble:
         """The op that stands for the calls outside the trace that launched
         device work on ``device_uid``: one per rank and device, at the
         earliest such kernel's start, zero long."""
-        uid = f"op:{r.rank}:outside:{device_uid.rsplit(':', 1)[-1]}"
+        uid = kit.uid(Kind.OP, r.rank, "outside", device_uid.rsplit(":", 1)[-1])
         at = self.outside_ops.get(uid)
         if at is None:
             self.outside_ops[uid] = len(self.ops)
@@ -555,6 +546,7 @@ class _Assemble:
                     "attrs": _attrs_json({"synthesized_from": "kernels without a launch in the trace"}),
                     "thread": None,
                     "category": None,
+                    "role": Role.OP.value,
                     "phase": "other",
                 }
             )
@@ -632,12 +624,11 @@ class _Assemble:
             (index, _, _, t, args), op = r.memory[i], memory_op[i]
             dtype, did = args.get("Device Type"), args.get("Device Id")
             if dtype == 1 or (isinstance(did, int) and did >= 0 and dtype not in (0, None)):
-                dev = self._device(r, "GPU", did)
-                auid, aname = f"mem:{r.rank}:cuda:{did}", f"{pre}cuda:{did}"
+                aname = f"{pre}cuda:{did}"
+                auid = self.b.allocator(aname, self._device(r, "GPU", did), key=f"{r.rank}:cuda:{did}")
             else:
-                dev = self._device(r, "CPU")
-                auid, aname = f"mem:{r.rank}:cpu", f"{pre}cpu"
-            self.allocators.setdefault(auid, {"uid": auid, "name": aname, "device": dev})
+                aname = f"{pre}cpu"
+                auid = self.b.allocator(aname, self._device(r, "CPU"), key=f"{r.rank}:cpu")
             total = args.get("Total Allocated")
             if isinstance(total, int):
                 self.reported_peak[aname] = max(self.reported_peak.get(aname, 0), total)
@@ -656,7 +647,7 @@ class _Assemble:
                     self._close(live, key, t)
                 self.allocations.append(
                     {
-                        "uid": f"a:{r.rank}:{index}",
+                        "uid": kit.uid(Kind.ALLOCATION, r.rank, index),
                         "allocator": auid,
                         "bytes": nbytes,
                         "address": str(addr),
@@ -698,6 +689,14 @@ def _int_or_none(v: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return int(f) if f.is_integer() else None
+
+
+def _role(name: str, cat: str) -> Role:
+    if cat in RUNTIME_CATEGORIES:
+        return Role.SYNC if name in BLOCKING_CALLS else Role.RUNTIME
+    if cat in ("user_annotation", "python_function"):
+        return Role.ANNOTATION
+    return Role.OP
 
 
 def _op_type(name: str, cat: str) -> str:

@@ -1,0 +1,252 @@
+"""What every format builds on: how a format says what it is, the uid
+kinds, the device rules, op roles, and a builder that owns the rows.
+
+A format module reads its file(s) and tells a :class:`FramesBuilder` what
+it found (``b.op(...)``, ``b.kernel(...)``, ``b.device(name)``...); the
+builder keeps the rows, names the uids the one way the whole trace uses,
+applies the rules formats share (a device's kind from its name, the short
+form of TF device names), and turns it all into checked
+:class:`~tracegraph.ingest.frames.TraceFrames` (:meth:`FramesBuilder.build`).
+The conventions are those of :mod:`tracegraph.ingest.frames`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas is imported where frames are built: the CLI reads FORMAT without it
+    from tracegraph.ingest.frames import TraceFrames
+
+# One row of a frame: column name -> value (as :mod:`tracegraph.ingest.frames`).
+Row = dict[str, Any]
+
+# --- what a format is -----------------------------------------------------------------------
+
+
+class Joins(Enum):
+    """How files of a format combine with other files into one trace."""
+
+    ALONE = "alone"  # a file is a trace of its own (the primary of a trace)
+    RUN = "run"  # several files of the format are the parts of one run (rank files), read together
+    DETAIL = "detail"  # adds detail to a primary format's trace (merged into it)
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    """A format's declaration: its ``--format`` name, its framework, and how
+    its files combine (``joins``). A DETAIL format's module defines
+    ``merge(base, extra)``; a RUN format's module defines ``parse_many``."""
+
+    name: str
+    framework: str
+    joins: Joins = Joins.ALONE
+    summary: str = ""
+
+
+# --- uids ---------------------------------------------------------------------------------------
+
+
+class Kind(Enum):
+    """The kind a uid starts with: uids are unique within the whole trace."""
+
+    OP = "op"
+    KERNEL = "k"
+    TENSOR = "t"
+    ALLOCATION = "a"
+    DEVICE = "dev"
+    STREAM = "s"
+    ALLOCATOR = "mem"
+
+
+def uid(kind: Kind, *parts: object) -> str:
+    """``uid(Kind.OP, 0, 17)`` -> ``op:0:17``: the kind, then the parts, ``:``-joined."""
+    return ":".join([kind.value, *(str(p) for p in parts)])
+
+
+# --- devices ----------------------------------------------------------------------------------
+
+_KIND_WORDS = {"gpu": "GPU", "cuda": "GPU", "cpu": "CPU", "host": "CPU", "tpu": "TPU", "unknown": "unknown"}
+
+
+def device_kind(name: str) -> str:
+    """A device's kind from its name, for every format's way of naming one:
+    TF ``/job:w/replica:0/task:0/device:GPU:0`` and ``/device:CPU:0``,
+    XPlane ``/host:CPU``, Kineto ``cuda:0``, MegEngine ``gpu0:0``,
+    ``cpu0:0``: GPU, CPU or TPU; another family by its leading word in
+    capitals (``xpu:1`` -> XPU); ``unknown`` for a name without one (or
+    named ``unknown``)."""
+    last = name.rsplit("/", 1)[-1]
+    if last.startswith(("device:", "host:")):
+        last = last.split(":", 1)[1] if last.startswith("device:") else last
+    m = re.match(r"[A-Za-z]+", last)
+    if not m:
+        return "unknown"
+    word = m.group(0).lower()
+    return _KIND_WORDS.get(word, word.upper())
+
+
+def short_device(name: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:GPU:0`` -> ``/device:GPU:0``
+    (other names unchanged)."""
+    i = name.find("/device:")
+    return name[i:] if i >= 0 else name
+
+
+# --- op roles ---------------------------------------------------------------------------------
+
+
+class Role(Enum):
+    """What an op is, as the parser knows it (stored as ``Op.role``):
+    enrichment reads this rather than guessing from names or categories."""
+
+    OP = "op"  # framework work (a TF node, an aten op, an HLO op)
+    ANNOTATION = "annotation"  # marks a region (a user annotation, a Python frame, a step): not work itself
+    RUNTIME = "runtime"  # a device runtime call that returns at once (a kernel launch, a copy issued)
+    SYNC = "sync"  # a runtime call that blocks until device work ends (stream / device / event synchronize)
+
+
+# --- the builder ------------------------------------------------------------------------------
+
+
+@dataclass
+class FramesBuilder:
+    """The rows of one trace as a format finds them.
+
+    Devices, streams and allocators are kept once per uid (the first
+    mention wins); dependencies once per (src, dst); tensors once per uid
+    and may be updated until :meth:`build`. Everything else is kept in the
+    order given.
+    """
+
+    framework: str
+    sources: list[str]
+    time_unit: str = "us"
+    ops: list[Row] = field(default_factory=list)
+    kernels: list[Row] = field(default_factory=list)
+    tensors: dict[str, Row] = field(default_factory=dict)
+    consumes: list[Row] = field(default_factory=list)
+    deps: dict[tuple[str, str], Row] = field(default_factory=dict)
+    allocations: list[Row] = field(default_factory=list)
+    syncs: list[Row] = field(default_factory=list)
+    devices: dict[str, Row] = field(default_factory=dict)
+    streams: dict[str, Row] = field(default_factory=dict)
+    allocators: dict[str, Row] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def device(self, name: str, kind: str | None = None, *, key: object = None) -> str:
+        """The uid of device ``name`` (``dev:<key or name>``), added on first
+        mention with ``kind`` (default: :func:`device_kind` of the name)."""
+        u = uid(Kind.DEVICE, name if key is None else key)
+        if u not in self.devices:
+            self.devices[u] = {"uid": u, "name": name, "kind": kind or device_kind(name)}
+        return u
+
+    def stream(self, device: str, name: str, kind: str = "compute", *, key: object = None) -> str:
+        """The uid of stream ``name`` of ``device`` (a device uid):
+        ``s:<key>``, by default ``s:<device name>/<name>``."""
+        u = uid(Kind.STREAM, f"{self.devices[device]['name']}/{name}" if key is None else key)
+        if u not in self.streams:
+            self.streams[u] = {"uid": u, "device": device, "name": name, "kind": kind}
+        return u
+
+    def allocator(self, name: str, device: str | None, *, key: object = None) -> str:
+        """The uid of allocator ``name`` (``mem:<key or name>``) on ``device``."""
+        u = uid(Kind.ALLOCATOR, name if key is None else key)
+        if u not in self.allocators:
+            self.allocators[u] = {"uid": u, "name": name, "device": device}
+        return u
+
+    def op(self, row: Row) -> str:
+        """Add an op row (its ``uid`` made with :func:`uid`); returns the uid."""
+        self.ops.append(row)
+        return str(row["uid"])
+
+    def kernel(self, row: Row) -> str:
+        self.kernels.append(row)
+        return str(row["uid"])
+
+    def tensor(self, row: Row) -> Row:
+        """The tensor row of ``row['uid']``: added when new, else the kept one
+        updated with the values ``row`` gives (not None)."""
+        kept = self.tensors.get(row["uid"])
+        if kept is None:
+            self.tensors[row["uid"]] = kept = dict(row)
+        else:
+            kept.update({k: v for k, v in row.items() if v is not None})
+        return kept
+
+    def consume(self, op: str, tensor: str, index: int | None) -> None:
+        self.consumes.append({"op": op, "tensor": tensor, "input_index": index})
+
+    def dep(self, src: str, dst: str, kind: str = "data") -> None:
+        """A dependency ``dst`` on ``src``; the first kind given for a pair stays."""
+        if src != dst:
+            self.deps.setdefault((src, dst), {"src": src, "dst": dst, "kind": kind})
+
+    def allocation(self, row: Row) -> str:
+        self.allocations.append(row)
+        return str(row["uid"])
+
+    def sync(self, src: str, dst: str, kind: str) -> None:
+        self.syncs.append({"src": src, "dst": dst, "kind": kind})
+
+    def frames(self) -> TraceFrames:
+        """The rows as frames, not yet checked (a format may still adjust
+        columns, e.g. times it keeps as integers, before :meth:`check`)."""
+        from tracegraph.ingest.frames import (
+            ALLOCATION_COLUMNS,
+            ALLOCATOR_COLUMNS,
+            CONSUME_COLUMNS,
+            DEP_COLUMNS,
+            DEVICE_COLUMNS,
+            KERNEL_COLUMNS,
+            OP_COLUMNS,
+            STREAM_COLUMNS,
+            SYNC_COLUMNS,
+            TENSOR_COLUMNS,
+            TraceFrames,
+            frame,
+        )
+
+        tf = TraceFrames(
+            framework=self.framework,
+            sources=list(self.sources),
+            time_unit=self.time_unit,
+            ops=frame(self.ops, OP_COLUMNS),
+            kernels=frame(self.kernels, KERNEL_COLUMNS),
+            tensors=frame(list(self.tensors.values()), TENSOR_COLUMNS),
+            consumes=frame(self.consumes, CONSUME_COLUMNS),
+            deps=frame(list(self.deps.values()), DEP_COLUMNS),
+            allocations=frame(self.allocations, ALLOCATION_COLUMNS),
+            devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
+            streams=frame(list(self.streams.values()), STREAM_COLUMNS),
+            allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
+            syncs=frame(self.syncs, SYNC_COLUMNS),
+            meta=dict(self.meta),
+        )
+        float_times(tf)
+        return tf
+
+    def build(self) -> TraceFrames:
+        """The checked frames (ValueError names what a parser got wrong)."""
+        tf = self.frames()
+        tf.check()
+        return tf
+
+
+def float_times(tf: TraceFrames) -> TraceFrames:
+    """Time columns as float (NaN when unknown) rather than all-None
+    objects, so that numeric code downstream (sorting, cummax) works on
+    untimed traces."""
+    for df in (tf.ops, tf.kernels):
+        cols = ["start_us", "end_us", "dur_us"]
+        df[cols] = df[cols].astype("float64")
+    return tf
+
+
+def snippet(text: str, limit: int = 60) -> str:
+    """A short, single-line quotation of bad input for an error message."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
