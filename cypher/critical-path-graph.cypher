@@ -6,7 +6,7 @@
 // @param first_step INTEGER[0..] = 0: the window's first op, as its position on the critical path (0: the path's first op)
 // @param max_ops INTEGER[1..] = 1000: at most this many ops from first_step on (null, possible in Neo4j Browser: to the end)
 // @column ops: number of ops in the returned path
-// @column window_us: the summed weight of those ops (us; steps for traces timed in steps)
+// @column window_us: the summed path weight of those ops (us; steps for traces timed in steps)
 // @column critical_path_us: the whole critical path's summed weight (same unit)
 // @column path: the path: Op nodes linked by CRITICAL_PRED, last op first
 //
@@ -44,7 +44,7 @@ WHERE last.cp_step = hi
 MATCH (first:Op {trace: $trace})
 WHERE first.cp_step = lo
 WITH tr, shortestPath((last)-[:CRITICAL_PRED*1..]->(first)) AS p
-RETURN length(p) + 1 AS ops, reduce(s = 0.0, n IN nodes(p) | s + n.weight_us) AS window_us,
+RETURN length(p) + 1 AS ops, reduce(s = 0.0, n IN nodes(p) | s + n.path_weight_us) AS window_us,
        tr.critical_path_us AS critical_path_us, p AS path
 UNION ALL
 MATCH (tr:Trace {trace: $trace, uid: 'trace'})
@@ -54,4 +54,4 @@ WITH tr, lo, CASE WHEN $max_ops IS NULL OR lo + $max_ops > tr.critical_path_ops 
 WHERE hi = lo
 MATCH p = (only:Op {trace: $trace})
 WHERE only.cp_step = lo
-RETURN 1 AS ops, only.weight_us + 0.0 AS window_us, tr.critical_path_us AS critical_path_us, p AS path
+RETURN 1 AS ops, only.path_weight_us + 0.0 AS window_us, tr.critical_path_us AS critical_path_us, p AS path

@@ -5,17 +5,26 @@
 // @column step: 0-based position on the path
 // @column op: op name
 // @column type: op type
-// @column dur_us: the op's weight (us; steps for traces timed in steps)
+// @column dur_us: the op's path weight (us; steps for traces timed in steps)
 // @column start_us: when the op started in the trace (us since the trace's first event)
 // @column earliest_start_us: when it could start at the earliest, every predecessor's weight summed along the path (us)
 // @column cum_us: weight of the path up to and including this op (us)
 //
 // Definition. The dependency DAG has an edge for every data input and every
-// control input (`DATA` and `CONTROL` relationships). An op's weight is the
-// sum of its kernel durations on device streams when it launched any, else
-// its own record's duration; ops of traces without clock times weigh 1
-// (the path is then the longest chain by op count). The critical path is
-// the chain whose summed weight is largest; its length is stored on the
+// control input (`DATA` and `CONTROL` relationships). Its ops are the
+// executed ops, except in a PyTorch trace joined to its Execution Trace,
+// where they are the outermost ops that read or write tensors (the
+// `carries_deps` ops; the ops nested in them and annotations are left
+// out). An op's weight is the sum of its kernel durations on device
+// streams when it launched any, else its self time (its record's duration
+// minus those of the ops nested directly in it); its path weight
+// (`path_weight_us`) adds the weights of every op nested in it, so a
+// PyTorch op counts all it ran (its Kineto duration on the CPU), and
+// without nesting equals its weight. A zero-duration op (a view, say)
+// weighs 0 and may sit on the path without lengthening it. Ops of traces
+// without clock times weigh 1 (the path is then the longest chain by op
+// count). The critical path is
+// the chain whose summed path weight is largest; its length is stored on the
 // Trace node as `critical_path_us`, and the `dur_us` of the rows sum to it.
 // Computed at ingest by a forward pass (earliest finish = weight + the
 // latest earliest finish of the predecessors); ties go to the predecessor
@@ -32,6 +41,6 @@
 //   :param trace => 'alexnet'
 MATCH (o:Op {trace: $trace})
 WHERE o.cp_step IS NOT NULL
-RETURN o.cp_step AS step, o.name AS op, o.type AS type, o.weight_us AS dur_us,
+RETURN o.cp_step AS step, o.name AS op, o.type AS type, o.path_weight_us AS dur_us,
        o.start_us AS start_us, o.es_us AS earliest_start_us, o.ef_us AS cum_us
 ORDER BY step

@@ -5,7 +5,7 @@
 // @column step: 0-based position on the chain
 // @column op: op name
 // @column type: op type
-// @column dur_us: the op's weight (us; steps for traces timed in steps)
+// @column dur_us: the op's path weight (us; steps for traces timed in steps; see critical-path)
 // @column start_us: when the op started in the trace (us since the trace's first event)
 //
 // Definition. Over the same dependency DAG as critical-path (data and
@@ -23,5 +23,5 @@
 //   :param trace => 'alexnet'
 MATCH (o:Op {trace: $trace})
 WHERE o.lc_step IS NOT NULL
-RETURN o.lc_step AS step, o.name AS op, o.type AS type, o.weight_us AS dur_us, o.start_us AS start_us
+RETURN o.lc_step AS step, o.name AS op, o.type AS type, o.path_weight_us AS dur_us, o.start_us AS start_us
 ORDER BY step

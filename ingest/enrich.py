@@ -90,20 +90,58 @@ def _weights(tf: TraceFrames) -> pd.Series:
     return weight.where(executed, 0.0).astype(float)
 
 
+def dag_members(tf: TraceFrames) -> npt.NDArray[np.bool_]:
+    """The ops that take part in the dependency DAG: the executed ones, and
+    of those only the ones marked ``carries_deps`` when the format marks
+    any (a PyTorch trace joined to its Execution Trace)."""
+    ops = tf.ops
+    member = np.array(ops["executed"].fillna(True).astype(bool).to_numpy(), dtype=bool)
+    if "carries_deps" in ops and ops["carries_deps"].notna().any():
+        member &= np.array(ops["carries_deps"].fillna(False).astype(bool).to_numpy(), dtype=bool)
+    return member
+
+
+def _path_weights(tf: TraceFrames, member: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    """Each DAG op's weight plus the weights of the ops nested in it (its
+    subtree by ``parent``): a PyTorch op's own weight is its self time, and
+    on the DAG it stands for all it ran. Without nesting: the weight."""
+    ops = tf.ops
+    weight = ops["weight_us"].to_numpy(dtype=float)
+    total = weight.copy()
+    if tf.time_unit == "us" and "parent" in ops and ops["parent"].notna().any():
+        index = {u: i for i, u in enumerate(ops["uid"].tolist())}
+        parent = [index.get(p, -1) if isinstance(p, str) else -1 for p in ops["parent"].tolist()]
+        depth = [0] * len(parent)
+        for i in range(len(parent)):  # depth by walking up (trees are shallow)
+            d, p = 0, parent[i]
+            while p >= 0:
+                d, p = d + 1, parent[p]
+            depth[i] = d
+        for i in sorted(range(len(parent)), key=lambda i: -depth[i]):  # children before parents
+            if parent[i] >= 0:
+                total[parent[i]] += total[i]
+    return np.where(member, total, np.nan)
+
+
 def _dag_passes(tf: TraceFrames) -> dict[str, TraceProp]:
-    """Critical path (by weight) and longest chain (by op count)."""
+    """Critical path (by path weight) and longest chain (by op count)."""
     ops = tf.ops
     n = len(ops)
     cols = ["es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_pred", "cp_step", "chain_len", "chain_pred", "lc_step"]
     for c in cols:
         ops[c] = None
-    executed = ops["executed"].fillna(True).astype(bool).to_numpy()
+    executed = dag_members(tf)
+    ops["path_weight_us"] = None
     if n == 0 or not executed.any() or tf.deps.empty:
         # Without dependencies every op is a chain of its own: no path to report.
         return {"critical_path_us": None, "longest_chain_ops": None}
     uids = ops["uid"].tolist()
-    dag = dependency_dag(uids, ops["seq"].tolist(), executed, zip(tf.deps["src"], tf.deps["dst"]))
-    weight = ops["weight_us"].to_numpy(dtype=float)
+    dag = tf.dag if tf.dag is not None and bool(np.array_equal(tf.dag.executed, executed)) else None
+    if dag is None:
+        dag = dependency_dag(uids, ops["seq"].tolist(), executed, zip(tf.deps["src"], tf.deps["dst"]))
+    path_weight = _path_weights(tf, executed)
+    ops["path_weight_us"] = [None if w != w else float(w) for w in path_weight]
+    weight = np.nan_to_num(path_weight)
     cp = dag_passes(dag, weight)
     lc = dag_passes(dag, np.where(executed, 1.0, 0.0))
     live = executed  # every executed op is in ``order``; the rest get NaN
@@ -127,13 +165,16 @@ def _dag_passes(tf: TraceFrames) -> dict[str, TraceProp]:
 def check_acyclic(tf: TraceFrames) -> None:
     """DependencyCycle naming the ops (by name, uid where the name is not
     enough) when ``tf.deps`` has a cycle among any of its ops, executed or
-    not: dependencies that go round cannot be what ran."""
+    not: dependencies that go round cannot be what ran. The DAG it builds is
+    kept (``tf.dag``) for enrichment when its ops are the DAG's."""
     if tf.deps.empty:
         return
     ops = tf.ops
     uids = ops["uid"].tolist()
     try:
-        dependency_dag(uids, ops["seq"].tolist(), np.ones(len(uids), dtype=bool), zip(tf.deps["src"], tf.deps["dst"]))
+        tf.dag = dependency_dag(
+            uids, ops["seq"].tolist(), np.ones(len(uids), dtype=bool), zip(tf.deps["src"], tf.deps["dst"])
+        )
     except DependencyCycle as e:
         names = dict(zip(uids, ops["name"].tolist()))
         labels = {u: names[u] if u == f"op:{names[u]}" else f"{names[u]} ({u})" for u in e.cycle}

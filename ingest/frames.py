@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracegraph.dag import Dag
 from tracegraph.ingest import schema
 
 # The columns each parser fills, in order: the contract between parsers,
@@ -104,6 +105,9 @@ class TraceFrames:
     # enrichment (:mod:`observed_path`), None before; enrichment's output,
     # so no constructor argument and not part of repr or equality.
     observed_next: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
+    # The dependency DAG over every op, kept by the cycle check for
+    # enrichment (which reuses it when its ops are the DAG's).
+    dag: Dag | None = field(default=None, init=False, repr=False, compare=False)
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Every table of :mod:`schema` that the frames hold, by name."""

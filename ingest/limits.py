@@ -37,6 +37,7 @@ MAX_LINE_BYTES = 1 * MiB
 # the file in memory, streamed formats only what they keep per op.
 MAX_FILE_BYTES: dict[str, int] = {
     "pytorch-kineto": 4 * GiB,  # streamed event by event; decompressed size for .gz
+    "pytorch-et": 2 * GiB,  # one JSON document, read whole; decompressed size for .gz
     "tf-stepstats": 1 * GiB,  # read whole; protobuf cannot parse a binary message over 2 GiB anyway
     "megengine-profile": 512 * MiB,  # one JSON document, read whole
     "chainer-graph": 256 * MiB,  # streamed by line

@@ -150,11 +150,14 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
     of a distributed PyTorch job). The result's dependencies are checked
     to have no cycle (:func:`~tracegraph.ingest.enrich.check_acyclic`).
     """
-    if not paths:
+    return _parse_expanded(*expand(paths), fmt)
+
+
+def _parse_expanded(files: list[Path], folders: list[Path], fmt: str) -> TraceFrames:
+    if not files:
         raise UserError("no input files")
     if fmt != "auto" and fmt not in formats.names():
         raise UserError(f"unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
-    files, folders = expand(paths)
     named = _detect_all(files, folders, fmt)
     tf = _parse_named(named)
     try:
@@ -208,9 +211,10 @@ def prepare(
     check_trace_name(trace)
     report = progress or _silent
     t0 = time.perf_counter()
-    sizes = sum(_size(f) for f in expand([Path(p) for p in paths])[0])
+    files, folders = expand([Path(p) for p in paths])
+    sizes = sum(_size(f) for f in files)
     report("parse", 0, sizes)
-    tf = parse_files([Path(p) for p in paths], fmt)
+    tf = _parse_expanded(files, folders, fmt)
     report("parse", sizes, sizes)
     if source_names:
         tf.sources = [source_names.get(str(s), str(s)) for s in tf.sources]

@@ -163,9 +163,22 @@ TABLES: tuple[Table, ...] = (
                 "`runtime` (a device runtime call that returns at once), `sync` (a runtime call that blocks "
                 "until device work ends); set by the format",
             ),
+            _c(
+                "carries_deps",
+                "bool",
+                "takes part in the dependency DAG (absent on every op of a trace: every executed op does; "
+                "a PyTorch trace joined to its Execution Trace marks its outermost tensor ops)",
+            ),
             _c("device_name", "str", "its device's name", STORE),
             _c("scope", "str", "name without its last `/` component", ENRICH),
             _c("weight_us", "float", "its weight (see below)", ENRICH),
+            _c(
+                "path_weight_us",
+                "float",
+                "its weight on the dependency DAG: its weight plus the weights of the ops nested in it "
+                "(equal to weight_us without nesting; absent for ops outside the DAG)",
+                ENRICH,
+            ),
             _c("es_us", "float", "earliest start on the dependency DAG", ENRICH),
             _c("ef_us", "float", "earliest finish", ENRICH),
             _c("ls_us", "float", "latest start", ENRICH),

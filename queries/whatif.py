@@ -13,8 +13,10 @@ Matching (``--match``, repeatable; an op matched by any is scaled):
   Conv2D only, not Conv2DBackpropInput; ``type=Conv2D.*`` is all three);
 * ``name=REGEX``: the op name contains a match of REGEX (``re.search``).
 
-Only executed ops take part, as in the critical path; the op weights are
-the stored ``weight_us`` (kernel time when the op launched kernels).
+Only the dependency DAG's ops take part, as in the critical path, with
+their stored path weights (``path_weight_us``: kernel time when the op
+launched kernels; in a joined PyTorch trace an op's weight with the ops
+nested in it).
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from tracegraph.facts import Fact
 from tracegraph.queries.run import check_layout, trace_facts
 from tracegraph.queries.types import Unavailable, WhatIfOp, WhatIfResult
 
+# The DAG's ops are those with a path weight (enrichment's rule: executed,
+# and carrying dependencies where the format says which do).
 _OPS = (
     "MATCH (o:Op {trace: $trace}) "
-    "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.weight_us AS weight_us, "
-    "o.executed AS executed"
+    "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.path_weight_us AS weight_us"
 )
 _EDGES = "MATCH (a:Op {trace: $trace})-[:DATA|CONTROL]->(b:Op) RETURN a.uid AS src, b.uid AS dst"
 
@@ -93,7 +96,7 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
     names = [r[1] for r in ops]
     types = [r[2] for r in ops]
     seqs = [r[3] for r in ops]
-    executed = np.array([r[5] is not False for r in ops], dtype=bool)
+    executed = np.array([r[4] is not None for r in ops], dtype=bool)
     weight = np.array([float(r[4]) if r[4] is not None else 0.0 for r in ops], dtype=float)
     scaled = np.array(
         [executed[i] and any(m(names[i], types[i]) for m in matchers) for i in range(len(ops))], dtype=bool

@@ -127,6 +127,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for kind in ("nodes", "relationships"):
         parts = ", ".join(f"{k} {v:,}" for k, v in counts[kind].items() if v)
         print(f"  {kind}: {parts}")
+    from tracegraph.queries.traces import summary
+
+    print("  " + summary({**prepared.tables.trace_props, "trace": report.trace}).path_summary())
     return 0
 
 

@@ -64,6 +64,7 @@ class DetailFormat(Format, Protocol):
 # ``--format`` name -> module, in sniffing order: the most specific formats first.
 _MODULES = {
     "pytorch-kineto": "kineto.trace",
+    "pytorch-et": "kineto.et",
     "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
     "chainer-graph": "chainer_graph",
@@ -95,9 +96,10 @@ if TYPE_CHECKING:
     # The modules are imported on demand (above); here mypy checks that
     # each one implements its protocol.
     from tracegraph.ingest.formats import chainer_graph, megengine_profile
+    from tracegraph.ingest.formats.kineto import et as kineto_et
     from tracegraph.ingest.formats.kineto import trace as kineto_trace
     from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
 
     _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, opnames, stepstats)
     _CHECKED_RUN: RunFormat = kineto_trace
-    _CHECKED_DETAIL: DetailFormat = oplist
+    _CHECKED_DETAIL: tuple[DetailFormat, ...] = (oplist, kineto_et)
