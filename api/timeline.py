@@ -19,6 +19,11 @@ not stored), and per device as many op lanes as it takes so that no two
 ops of a lane overlap (first fit in start order: TF's inter-op threads,
 in effect). Times are the trace's (us since its first event; steps for
 traces timed in steps).
+
+Every lane says what it carries (``kind``, see :func:`lane_kind`): ``ops``,
+or for a stream ``compute``, ``memcpy`` or ``communication``, from its
+kernels' kinds and the stored ``Stream.kind``; the UI colors by it and
+never guesses from names.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,16 +55,28 @@ KERNEL_COLUMNS: dict[str, type] = {
     "start_us": float,
     "end_us": float,
 }
+STREAM_COLUMNS: dict[str, type] = {
+    "name": str,
+    "device_name": str,
+    "kind": str,
+}
 TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
 
 
-def read_rows(
-    graph: Any, trace: str, timeout_ms: int | None = None
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(op rows, kernel rows): the columns above, timed nodes only."""
-    return (
+class TimelineRows(NamedTuple):
+    """What :func:`build` reads: the columns above, timed ops and kernels only."""
+
+    ops: list[tuple[Any, ...]]
+    kernels: list[tuple[Any, ...]]
+    streams: list[tuple[Any, ...]]
+
+
+def read_rows(graph: Any, trace: str, timeout_ms: int | None = None) -> TimelineRows:
+    """The op, kernel and stream rows of a trace (each engine's fastest bulk read)."""
+    return TimelineRows(
         graph.read_columns(trace, "Op", OP_COLUMNS, TIMED, timeout_ms=timeout_ms),
         graph.read_columns(trace, "Kernel", KERNEL_COLUMNS, TIMED, timeout_ms=timeout_ms),
+        graph.read_columns(trace, "Stream", STREAM_COLUMNS, timeout_ms=timeout_ms),
     )
 
 
@@ -70,6 +87,26 @@ MAX_PX = 8192
 # One bar: (start, end, name, type, the op it belongs to).
 Bar = tuple[float, float, str, str, str]
 
+# What a lane carries: a device's ops, or the kernels of one of its streams.
+LANE_KINDS = ("ops", "compute", "memcpy", "communication")
+# A kernel's kind (Kernel.kind) -> the lane kind it speaks for: memsets are memory traffic like copies.
+_KERNEL_TO_LANE = {"compute": "compute", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
+
+
+def lane_kind(kernel_kinds: dict[str, int], stream_kind: str | None) -> str:
+    """The kind of a stream's lane: what all of its kernels are, when they
+    agree (a Kineto stream that only ran copies is a copy lane, though
+    Kineto stores every stream as ``compute``); else the stored
+    ``Stream.kind`` when it is one the UI knows; else ``compute`` (a
+    stream mixing compute kernels with copies or NCCL kernels; each of
+    its bars still carries its own kind)."""
+    kinds = {_KERNEL_TO_LANE.get(k, "compute") for k in kernel_kinds}
+    if len(kinds) == 1:
+        return kinds.pop()
+    if stream_kind in LANE_KINDS and stream_kind != "ops":
+        return stream_kind
+    return "compute"
+
 
 @dataclass
 class Lane:
@@ -78,13 +115,15 @@ class Lane:
     id: int
     name: str
     device: str
-    kind: str  # "ops" or "stream"
+    kind: str  # one of LANE_KINDS
     start: np.ndarray  # float64, sorted
     end: np.ndarray  # float64
     reach: np.ndarray  # running max of end: bars overlapping t0 start at searchsorted(reach, t0)
     names: list[str]
-    types: list[str]
+    types: list[str]  # op lanes: the op's type; stream lanes: the kernel's kind
     ops: list[str]  # the op a bar belongs to (the op itself for op lanes)
+    stream: str | None = None  # the stream's name (None for op lanes)
+    kernel_kinds: dict[str, int] = field(default_factory=dict)  # stream lanes: kernels per Kernel.kind
 
     def info(self) -> dict[str, Any]:
         return {
@@ -92,6 +131,8 @@ class Lane:
             "name": self.name,
             "device": self.device,
             "kind": self.kind,
+            "stream": self.stream,
+            "kernel_kinds": self.kernel_kinds,
             "bars": int(self.start.size),
         }
 
@@ -121,12 +162,28 @@ def _short_device(device: str | None) -> str:
     return d.split("/", 4)[-1] if d.startswith("/job:") else d
 
 
-def _lane(lane_id: int, name: str, device: str, kind: str, rows: list[Bar]) -> Lane:
+def _lane(lane_id: int, name: str, device: str, kind: str, rows: list[Bar], stream: str | None = None) -> Lane:
     start = np.array([r[0] for r in rows], dtype=np.float64)
     end = np.maximum(np.array([r[1] for r in rows], dtype=np.float64), start)
     reach = np.maximum.accumulate(end) if end.size else end
+    types = [r[3] for r in rows]
+    kernel_kinds: dict[str, int] = {}
+    if stream is not None:
+        for t in types:
+            kernel_kinds[t] = kernel_kinds.get(t, 0) + 1
     return Lane(
-        lane_id, name, device, kind, start, end, reach, [r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows]
+        lane_id,
+        name,
+        device,
+        kind,
+        start,
+        end,
+        reach,
+        [r[2] for r in rows],
+        types,
+        [r[4] for r in rows],
+        stream,
+        dict(sorted(kernel_kinds.items())),
     )
 
 
@@ -151,9 +208,15 @@ def pack_ops(rows: list[Bar]) -> list[list[Bar]]:
 
 
 def build(
-    trace: str, key: object, op_rows: Sequence[Sequence[Any]], kernel_rows: Sequence[Sequence[Any]]
+    trace: str,
+    key: object,
+    op_rows: Sequence[Sequence[Any]],
+    kernel_rows: Sequence[Sequence[Any]],
+    stream_rows: Sequence[Sequence[Any]] = (),
 ) -> TraceTimeline:
-    """Lanes from the rows of OPS_QUERY and KERNELS_QUERY."""
+    """Lanes from the rows :func:`read_rows` reads (columns OP_COLUMNS,
+    KERNEL_COLUMNS and STREAM_COLUMNS)."""
+    stream_kinds = {(device or "", name): kind for name, device, kind in stream_rows}
     lanes: list[Lane] = []
     by_device: dict[str, dict[str, list[Bar]]] = {}
     critical: set[str] = set()
@@ -177,7 +240,9 @@ def build(
                 lanes.append(_lane(len(lanes), label, device, "ops", part))
         for stream in sorted(s for s in groups if s):
             rows = sorted(groups[stream], key=lambda r: (r[0], r[1], r[2], r[4]))
-            lanes.append(_lane(len(lanes), f"{short} {stream}", device, "stream", rows))
+            lane = _lane(len(lanes), f"{short} {stream}", device, "compute", rows, stream)
+            lane.kind = lane_kind(lane.kernel_kinds, stream_kinds.get((device, stream)))
+            lanes.append(lane)
     for lane in lanes:
         if lane.start.size:
             t_min = min(t_min, float(lane.start[0]))
@@ -190,6 +255,42 @@ def build(
 def highlight_masks(tl: TraceTimeline, ops: set[str]) -> list[np.ndarray]:
     """Per lane, which bars belong to one of ``ops`` (kernels by their op)."""
     return [np.fromiter((o in ops for o in lane.ops), dtype=bool, count=len(lane.ops)) for lane in tl.lanes]
+
+
+# What identifies a bar among the nodes a predicate marks (read_marked).
+MARK_COLUMNS: dict[str, type] = {"name": str, "start_us": float, "end_us": float}
+
+
+def read_marked(
+    graph: Any, trace: str, where: str, timeout_ms: int | None = None
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(op rows, kernel rows) of the timed Op and Kernel nodes that match
+    ``where`` (a Cypher predicate on ``n``): name, start, end."""
+    pred = f"({where}) AND {TIMED}"
+    return (
+        graph.read_columns(trace, "Op", MARK_COLUMNS, pred, timeout_ms=timeout_ms),
+        graph.read_columns(trace, "Kernel", MARK_COLUMNS, pred, timeout_ms=timeout_ms),
+    )
+
+
+def marked_masks(
+    tl: TraceTimeline, op_rows: Sequence[Sequence[Any]], kernel_rows: Sequence[Sequence[Any]]
+) -> list[np.ndarray]:
+    """Per lane, which bars are the given ops (op lanes) and kernels (stream
+    lanes), matched by name, start and end: exact for names that repeat
+    (PyTorch's ``aten::empty`` runs thousands of times; only the runs given
+    are marked), where :func:`highlight_masks` would mark every op of the name."""
+
+    def keys(rows: Sequence[Sequence[Any]]) -> set[tuple[str, float, float]]:
+        return {(name, float(s), max(float(e), float(s))) for name, s, e in rows}
+
+    ops, kernels = keys(op_rows), keys(kernel_rows)
+    out = []
+    for lane in tl.lanes:
+        want = ops if lane.kind == "ops" else kernels
+        bars = zip(lane.names, lane.start.tolist(), lane.end.tolist())
+        out.append(np.fromiter((b in want for b in bars), dtype=bool, count=len(lane.names)))
+    return out
 
 
 def window(

@@ -4,7 +4,9 @@ Everything the UI shows comes from the public HTTP API (traces, jobs, the
 catalog's analyses, ``POST /cypher``), so it works the same on every
 backend; this module adds what the API lacks for drawing a 100k-op trace:
 
-* ``GET /ui/traces/{trace}/timeline``: the timeline's lanes and time span;
+* ``GET /ui/traces/{trace}/timeline``: the timeline's lanes (each with
+  its kind: ops, compute, memcpy, communication), time span, and which
+  highlight sources the trace can answer (the best one as the default);
 * ``GET /ui/traces/{trace}/timeline/window``: the bars of a time window at
   screen resolution (merged below a pixel, capped; see api/timeline.py);
 * ``GET /ui/traces/{trace}/op?name=``: one op's details for the hover card
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, JSONResponse
@@ -61,6 +63,17 @@ class HighlightSource:
     timeline loaded anyway, without running the analysis (critical-path
     returns exactly the ops whose ``cp_step`` is set, and the timeline reads
     ``cp_step`` with the ops; tests/test_ui_api.py checks the two agree).
+
+    ``marked``, when given, is a Cypher predicate on ``n`` that selects
+    exactly the Op and Kernel nodes the analysis returns (the observed
+    critical path's nodes carry ``ocp_steps``): the timeline reads them and
+    marks those very bars, not every op of the same name (PyTorch's names
+    repeat), without running the analysis.
+
+    ``available``, when given, tells from the trace's facts (its Trace
+    node) whether the analysis has an answer for it, and ``missing`` says
+    why not. The order of :data:`HIGHLIGHT_SOURCES` is the order of
+    preference: a trace's timeline opens with the first source available.
     """
 
     name: str
@@ -68,13 +81,32 @@ class HighlightSource:
     analysis: str
     column: str = "op"
     from_timeline: Callable[[tlmod.TraceTimeline], set[str]] | None = None
+    marked: str | None = None
+    available: Callable[[dict[str, Any]], bool] | None = None
+    missing: str = "not available for this trace"
+
+    def available_for(self, facts: dict[str, Any]) -> bool:
+        return self.available is None or bool(self.available(facts))
 
 
 HIGHLIGHT_SOURCES: list[HighlightSource] = [
     HighlightSource(
-        "critical-path", "critical path (dependency DAG)", "critical-path", from_timeline=lambda tl: tl.critical
+        "critical-path",
+        "critical path (dependency DAG)",
+        "critical-path",
+        from_timeline=lambda tl: tl.critical,
+        available=lambda facts: bool(facts.get("has_deps")),
+        missing="the trace has no dependencies between ops",
     ),
-    HighlightSource("observed-critical-path", "observed critical path", "observed-critical-path"),
+    HighlightSource(
+        "observed-critical-path",
+        "observed critical path",
+        "observed-critical-path",
+        column="event",
+        marked="n.ocp_steps IS NOT NULL",
+        available=lambda facts: facts.get("observed_path_us") is not None,
+        missing="the trace has no observed critical path (no times)",
+    ),
 ]
 
 
@@ -89,6 +121,19 @@ def available_highlights() -> list[HighlightSource]:
 
     names = catalog()
     return [s for s in HIGHLIGHT_SOURCES if s.analysis in names]
+
+
+def _highlight_out(s: HighlightSource) -> dict[str, Any]:
+    return {"name": s.name, "label": s.label, "analysis": s.analysis, "column": s.column}
+
+
+def trace_highlights(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The available sources as they apply to one trace (its facts), in order of preference."""
+    out = []
+    for s in available_highlights():
+        ok = s.available_for(facts)
+        out.append({**_highlight_out(s), "available": ok, "note": None if ok else s.missing})
+    return out
 
 
 def highlighted_ops(
@@ -113,13 +158,29 @@ class HighlightOut(BaseModel):
     name: str
     label: str
     analysis: str
+    column: str = Field(description="the analysis's column that names the highlighted ops (or kernels)")
+
+
+class TraceHighlightOut(HighlightOut):
+    available: bool = Field(description="whether the trace has what the source's analysis needs")
+    note: str | None = Field(None, description="why it is not available")
+
+
+LaneKind = Literal["ops", "compute", "memcpy", "communication"]
 
 
 class LaneOut(BaseModel):
     id: int
     name: str
     device: str
-    kind: str = Field(description="ops (op lanes of a device) or stream (kernels of a device stream)")
+    kind: LaneKind = Field(
+        description="ops: op lanes of a device; compute, memcpy, communication: a device stream, by what its "
+        "kernels are (all copies or memsets: memcpy; all NCCL: communication), else the stored Stream.kind"
+    )
+    stream: str | None = Field(None, description="the stream's name (null for op lanes)")
+    kernel_kinds: dict[str, int] = Field(
+        default_factory=dict, description="stream lanes: how many kernels of each Kernel.kind it holds"
+    )
     bars: int
 
 
@@ -130,6 +191,12 @@ class TimelineOut(BaseModel):
     t_max: float
     lanes: list[LaneOut]
     note: str | None = None
+    highlights: list[TraceHighlightOut] = Field(
+        default_factory=list, description="the highlight sources, in order of preference, for this trace"
+    )
+    highlight_default: str | None = Field(
+        None, description="the first available highlight source (null when none is): what the timeline opens with"
+    )
 
 
 class WindowLaneOut(BaseModel):
@@ -195,8 +262,7 @@ def _timeline(graph: GraphHolder, settings: Settings, trace: str) -> tuple[tlmod
     key = _version(facts)
 
     def load() -> tlmod.TraceTimeline:
-        ops, kernels = tlmod.read_rows(graph, trace, timeout)
-        return tlmod.build(trace, key, ops, kernels)
+        return tlmod.build(trace, key, *tlmod.read_rows(graph, trace, timeout))
 
     return _cache.get(trace, key, load), facts
 
@@ -210,7 +276,7 @@ def index() -> FileResponse:
 
 @router.get("/highlights", response_model=list[HighlightOut], summary="What the timeline can highlight")
 def highlights() -> list[dict[str, Any]]:
-    return [{"name": s.name, "label": s.label, "analysis": s.analysis} for s in available_highlights()]
+    return [_highlight_out(s) for s in available_highlights()]
 
 
 @router.get(
@@ -224,7 +290,32 @@ def timeline_info(trace: str, graph: Graph, settings: AppSettings) -> JSONRespon
     out = tl.info()
     out["time_unit"] = facts.get("time_unit")
     out["note"] = None if tl.lanes else "not available: the trace has no op or kernel times"
+    out["highlights"] = trace_highlights(facts)
+    out["highlight_default"] = next((h["name"] for h in out["highlights"] if h["available"]), None)
     return JSONResponse(out)
+
+
+def _highlight_masks(
+    graph: GraphHolder,
+    trace: str,
+    tl: tlmod.TraceTimeline,
+    facts: dict[str, Any],
+    source: HighlightSource,
+    settings: Settings,
+) -> tuple[list[Any], str | None, int]:
+    """Per-lane masks of the bars ``source`` highlights, its note, and how many ops (or kernels) it named."""
+    timeout = settings.query_timeout_ms or None
+    if not source.available_for(facts):
+        return tlmod.highlight_masks(tl, set()), f"not available: {source.missing}", 0
+    if source.marked is not None:
+        op_rows, kernel_rows = tlmod.read_marked(graph, trace, source.marked, timeout)
+        return tlmod.marked_masks(tl, op_rows, kernel_rows), None, len(op_rows) + len(kernel_rows)
+    note: str | None = None
+    if source.from_timeline is not None:
+        ops = source.from_timeline(tl)
+    else:
+        ops, note = highlighted_ops(graph, trace, source, timeout)
+    return tlmod.highlight_masks(tl, ops), note, len(ops)
 
 
 @router.get(
@@ -250,7 +341,7 @@ def timeline_window(
 ) -> JSONResponse:
     if not t1 > t0:
         raise HTTPException(422, f"t1: must be greater than t0 ({t1!r} <= {t0!r})")
-    tl, _ = _timeline(graph, settings, trace)
+    tl, facts = _timeline(graph, settings, trace)
     mask, hl_count, note = None, None, None
     if highlight:
         source = next((s for s in available_highlights() if s.name == highlight), None)
@@ -258,11 +349,7 @@ def timeline_window(
             have = ", ".join(s.name for s in available_highlights())
             raise HTTPException(422, f"highlight: unknown source {highlight!r} (have: {have})")
         if source.name not in tl.highlights:
-            if source.from_timeline is not None:
-                ops, hl_note = source.from_timeline(tl), None
-            else:
-                ops, hl_note = highlighted_ops(graph, trace, source, settings.query_timeout_ms or None)
-            tl.highlights[source.name] = (tlmod.highlight_masks(tl, ops), hl_note, len(ops))
+            tl.highlights[source.name] = _highlight_masks(graph, trace, tl, facts, source, settings)
         mask, note, hl_count = tl.highlights[source.name]
     ids = [int(x) for x in lanes.split(",")] if lanes else None
     out = tlmod.window(tl, t0, t1, px, ids, mask)

@@ -47,5 +47,8 @@ trap stop_neo4j EXIT
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python tests/typecheck.py
+# The web UI's JavaScript: ESLint and Prettier (pinned in ui/package-lock.json).
+npm ci --prefix ui --no-audit --no-fund --loglevel=error
+npm run lint --prefix ui
 
 .venv/bin/python -m pytest -q "$@"

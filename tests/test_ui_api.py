@@ -1,6 +1,8 @@
 """The web UI's server side on a real database (each engine): the memory-at
-analysis, the timeline's lanes and windows (api/timeline.py, api/ui.py),
-the op card, the page and its bundle, and the API key on the /ui routes.
+analysis, the timeline's lanes (and their kinds) and windows
+(api/timeline.py, api/ui.py), the highlight sources a trace can answer and
+the one it opens with, the op card, the page and its bundle, and the API
+key on the /ui routes.
 
 Expected values are worked out by hand from the tables in
 ``analysis_traces.small_gpu`` (see the comments at each test), or
@@ -19,9 +21,11 @@ from fastapi.testclient import TestClient
 from tracegraph.api import timeline as tlmod
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
+from tracegraph.api.ui import TimelineOut, WindowOut
 from tracegraph.queries.run import run_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
+PYTORCH_SAMPLE = ROOT / "examples" / "traces" / "pytorch-cnn-cpu.pt.trace.json.gz"
 
 
 ENGINE = {"uri": "embedded"}
@@ -125,8 +129,7 @@ def lane_bars(tl, name):
 
 @pytest.fixture
 def small_tl(gpu, graph):
-    ops, kernels = tlmod.read_rows(graph, gpu)
-    return tlmod.build(gpu, "k", ops, kernels)
+    return tlmod.build(gpu, "k", *tlmod.read_rows(graph, gpu))
 
 
 def test_lanes_small(small_tl):
@@ -154,7 +157,17 @@ def test_lanes_small(small_tl):
     assert lane_bars(tl, "/device:GPU:0 ops #2") == [("_SOURCE", 0.0, 4.0), ("net/copy2", 60.0, 77.0)]
     assert [b[1:] for b in lane_bars(tl, "/device:GPU:0 stream:1")] == [(0, 10), (10, 30), (40, 55), (45, 50), (60, 62)]
     assert (tl.t_min, tl.t_max) == (0.0, 77.0)
-    assert [lane.kind for lane in tl.lanes] == ["ops", "ops", "stream", "stream", "stream", "ops", "stream"]
+    # The memcpy streams hold only copies (and are stored as kind memcpy); stream:1 and 2 only compute kernels.
+    assert [lane.kind for lane in tl.lanes] == ["ops", "ops", "memcpy", "compute", "compute", "ops", "memcpy"]
+    assert [lane.kernel_kinds for lane in tl.lanes] == [
+        {},
+        {},
+        {"memcpy": 3},
+        {"compute": 5},
+        {"compute": 1},
+        {},
+        {"memcpy": 2},
+    ]
     # cp_step is set on A, B, D (10 + 30 + 20 = 60 us, the heaviest chain).
     assert tl.critical == {
         "net/conv1/Conv2D",
@@ -170,8 +183,13 @@ def test_bulk_read_equals_the_row_query(alexnet, graph, gpu):
 
     for trace in (alexnet, gpu):
         a = tlmod.read_rows(graph, trace)
-        for got, label, cols in ((a[0], "Op", tlmod.OP_COLUMNS), (a[1], "Kernel", tlmod.KERNEL_COLUMNS)):
-            rows = graph.run(rows_query(label, cols, tlmod.TIMED), trace=trace).rows
+        for got, label, cols, where in (
+            (a.ops, "Op", tlmod.OP_COLUMNS, tlmod.TIMED),
+            (a.kernels, "Kernel", tlmod.KERNEL_COLUMNS, tlmod.TIMED),
+            (a.streams, "Stream", tlmod.STREAM_COLUMNS, ""),
+        ):
+            assert got
+            rows = graph.run(rows_query(label, cols, where), trace=trace).rows
             want = [tuple(None if v is None else kind(v) for v, kind in zip(r, cols.values())) for r in rows]
             assert sorted(got, key=repr) == sorted(want, key=repr)
         assert (
@@ -207,8 +225,8 @@ def test_window_merges_below_a_pixel(small_tl):
 
 
 def test_window_keeps_every_bar_once_at_fine_resolution_on_seed(alexnet, graph):
-    ops, kernels = tlmod.read_rows(graph, alexnet)
-    tl = tlmod.build(alexnet, "k", ops, kernels)
+    ops, kernels, streams = tlmod.read_rows(graph, alexnet)
+    tl = tlmod.build(alexnet, "k", ops, kernels, streams)
     w = tlmod.window(tl, tl.t_min, tl.t_max + 1, 8192)
     # The merged counts add up to every op and kernel with times.
     assert sum(sum(x["n"]) for x in w["lanes"]) == len(ops) + len(kernels)
@@ -216,6 +234,168 @@ def test_window_keeps_every_bar_once_at_fine_resolution_on_seed(alexnet, graph):
     for lane in tl.lanes:
         if lane.kind == "ops":
             assert all(lane.start[k + 1] >= lane.end[k] for k in range(lane.start.size - 1))
+
+
+# ------------------------------------------------------------------ lane kinds
+
+
+def test_lane_kind_rule():
+    lk = tlmod.lane_kind
+    assert lk({"memcpy": 3}, "compute") == "memcpy"  # the kernels agree: Kineto stores every stream as compute
+    assert lk({"memcpy": 1, "memset": 2}, "compute") == "memcpy"  # memsets are memory traffic too
+    assert lk({"communication": 4}, None) == "communication"
+    assert lk({"compute": 2}, "memcpy") == "compute"
+    assert lk({"compute": 2, "memcpy": 1}, "compute") == "compute"  # mixed: the stored kind
+    assert lk({"compute": 2, "memcpy": 1}, "memcpy") == "memcpy"
+    assert lk({"compute": 2, "communication": 1}, None) == "compute"
+    assert lk({"kernel": 1}, "something-else") == "compute"
+    assert lk({}, "memcpy") == "memcpy"
+
+
+@pytest.fixture
+def kineto(graph, tmp_path):
+    """tests/kineto_builder.py's hand-built GPU trace, stored as ``ui-kineto``."""
+    from kineto_builder import write
+
+    from tracegraph.ingest.pipeline import ingest
+
+    ingest(graph, [write(tmp_path / "hand.pt.trace.json.gz")], "ui-kineto")
+    return "ui-kineto"
+
+
+def kernel_kinds_by_stream(graph, trace):
+    """(device, stream) -> {Kernel.kind: count}, straight from the stored kernels."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    rows = graph.run(
+        "MATCH (k:Kernel {trace: $trace}) RETURN k.device_name, k.stream_name, k.kind, count(k)", trace=trace
+    ).rows
+    for device, stream, kind, n in rows:
+        out.setdefault((device, stream), {})[kind] = n
+    return out
+
+
+def test_lane_kinds_on_a_kineto_trace(client, kineto, graph):
+    # kineto_builder: stream 7 runs gemm and add_kernel and a memset, stream 8 only the 4,000-byte DtoH
+    # copy, stream 9 only the NCCL all-reduce kernel. Kineto stores every stream as kind compute, and no
+    # lane's name says copy: only the kernels tell.
+    info = client.get(f"/ui/traces/{kineto}/timeline").json()
+    TimelineOut.model_validate(info)  # the documented response model holds what the route sends
+    streams = {lane["name"]: (lane["kind"], lane["kernel_kinds"]) for lane in info["lanes"] if lane["kind"] != "ops"}
+    assert streams == {
+        "cuda:0 stream:7": ("compute", {"compute": 2, "memset": 1}),
+        "cuda:0 stream:8": ("memcpy", {"memcpy": 1}),
+        "cuda:0 stream:9": ("communication", {"communication": 1}),
+    }
+    stored = graph.run("MATCH (s:Stream {trace: $trace}) RETURN s.name, s.kind ORDER BY s.name", trace=kineto).rows
+    assert [tuple(r) for r in stored] == [("stream:7", "compute"), ("stream:8", "compute"), ("stream:9", "compute")]
+    assert {lane["kind"] for lane in info["lanes"] if lane["stream"] is None} == {"ops"}
+
+
+def test_lane_kinds_on_seed(client, alexnet, graph):
+    # AlexNet's GPU:0 stream:15 only ran copies (TF stores it as a memcpy stream); its name does not say so.
+    info = client.get(f"/ui/traces/{alexnet}/timeline").json()
+    want = kernel_kinds_by_stream(graph, alexnet)
+    stream_lanes = [lane for lane in info["lanes"] if lane["kind"] != "ops"]
+    assert {(lane["device"], lane["stream"]) for lane in stream_lanes} == set(want)
+    for lane in stream_lanes:
+        kinds = want[(lane["device"], lane["stream"])]
+        assert lane["kernel_kinds"] == kinds
+        assert lane["kind"] == ("memcpy" if set(kinds) == {"memcpy"} else "compute"), lane
+    copy_lanes = [lane["name"] for lane in stream_lanes if lane["kind"] == "memcpy"]
+    assert copy_lanes == ["/device:GPU:0 stream:15"]
+    assert all(lane["stream"] is None and lane["kernel_kinds"] == {} for lane in info["lanes"] if lane["kind"] == "ops")
+
+
+# ------------------------------------------------------------------ highlight sources per trace
+
+
+@pytest.fixture
+def pytorch(graph):
+    """The bundled PyTorch sample (CPU only: no dependencies between ops, an observed critical path)."""
+    from tracegraph.ingest.pipeline import ingest
+
+    ingest(graph, [PYTORCH_SAMPLE], "ui-pytorch")
+    return "ui-pytorch"
+
+
+def test_default_highlight_is_the_best_path_the_trace_has(client, alexnet, pytorch, graph):
+    defaults = {}
+    for trace in (alexnet, pytorch):
+        facts = graph.trace_facts(trace)
+        info = client.get(f"/ui/traces/{trace}/timeline").json()
+        want = (
+            "critical-path"
+            if facts["has_deps"]
+            else "observed-critical-path"
+            if facts.get("observed_path_us") is not None
+            else None
+        )
+        assert info["highlight_default"] == want
+        defaults[trace] = info["highlight_default"]
+    assert defaults == {alexnet: "critical-path", pytorch: "observed-critical-path"}
+    info = client.get(f"/ui/traces/{pytorch}/timeline").json()
+    assert [(h["name"], h["available"], h["note"]) for h in info["highlights"]] == [
+        ("critical-path", False, "the trace has no dependencies between ops"),
+        ("observed-critical-path", True, None),
+    ]
+    # Asking for the dependency critical path anyway: nothing marked, and the window says why.
+    w = client.get(
+        f"/ui/traces/{pytorch}/timeline/window",
+        params={"t0": info["t_min"], "t1": info["t_max"], "px": 1000, "highlight": "critical-path"},
+    ).json()
+    WindowOut.model_validate(w)
+    assert w["highlight_ops"] == 0 and w["highlight_note"] == "not available: the trace has no dependencies between ops"
+    assert w["bars"] > 0 and not any(h for lane in w["lanes"] for h in lane["h"])
+
+
+def test_observed_path_highlight_marks_the_ops_on_it(client, pytorch, graph):
+    info = client.get(f"/ui/traces/{pytorch}/timeline").json()
+    w = client.get(
+        f"/ui/traces/{pytorch}/timeline/window",
+        params={"t0": info["t_min"], "t1": info["t_max"] + 1, "px": 8192, "highlight": "observed-critical-path"},
+    ).json()
+    on_path = {
+        (name, start, end)
+        for name, start, end in graph.run(
+            "MATCH (o:Op {trace: $trace}) WHERE o.ocp_steps IS NOT NULL RETURN o.name, o.start_us, o.end_us",
+            trace=pytorch,
+        ).rows
+    }
+    assert on_path and w["highlight_ops"] == len(on_path)  # a CPU trace: ops only, no kernels
+    hl_bars = []  # (name or None for merged bars, start, end)
+    singles = 0
+    for lane in w["lanes"]:
+        for k, i in enumerate(lane["i"]):
+            s, e = lane["s"][k], lane["e"][k]
+            if i >= 0:
+                singles += 1
+                name = lane["names"][str(i)][0]
+                assert bool(lane["h"][k]) == ((name, s, e) in on_path), (name, s, e)
+                if lane["h"][k]:
+                    hl_bars.append((name, s, e))
+            elif lane["h"][k]:
+                assert any(s <= a and b <= e for _n, a, b in on_path)
+                hl_bars.append((None, s, e))
+    assert singles > len(on_path) / 2
+    # Independently, from the analysis: every op-body segment of the observed critical path lies inside
+    # a highlighted bar of its op (or a merged highlighted bar).
+    segments = [r for r in records(graph, "observed-critical-path", pytorch) if r["kind"] == "cpu_op"]
+    assert segments
+    for r in segments:
+        a, b = r["start_us"], r["start_us"] + r["dur_us"]
+        assert any(n in (r["event"], None) and s <= a + 1e-6 and b - 1e-6 <= e for n, s, e in hl_bars), r
+
+
+def test_marked_masks_mark_runs_not_names():
+    # Two runs of aten::empty on one thread, only the second on the path; a kernel on a stream likewise.
+    ops = [("aten::empty", "t", "cpu", 0.0, 2.0, None), ("aten::empty", "t", "cpu", 5.0, 6.0, None)]
+    kernels = [("k", "compute", "aten::empty", "cuda:0", "stream:7", 1.0, 3.0)]
+    tl = tlmod.build("t", "k", ops, kernels, [("stream:7", "cuda:0", "compute")])
+    masks = tlmod.marked_masks(tl, [("aten::empty", 5.0, 6.0)], [])
+    assert [lane.name for lane in tl.lanes] == ["cpu ops", "cuda:0 stream:7"]
+    assert [m.tolist() for m in masks] == [[False, True], [False]]
+    # By name (highlight_masks), both runs and the kernel of either would be marked.
+    assert [m.tolist() for m in tlmod.highlight_masks(tl, {"aten::empty"})] == [[True, True], [True]]
 
 
 # ------------------------------------------------------------------ /ui routes
@@ -229,7 +409,7 @@ def test_timeline_routes_on_seed(client, alexnet, graph):
     ).rows[0][0]
     n_k = graph.run("MATCH (k:Kernel {trace: $t}) RETURN count(k)", {"t": alexnet}, trace=alexnet).rows[0][0]
     assert sum(lane["bars"] for lane in info["lanes"] if lane["kind"] == "ops") == n_ops
-    assert sum(lane["bars"] for lane in info["lanes"] if lane["kind"] == "stream") == n_k
+    assert sum(lane["bars"] for lane in info["lanes"] if lane["kind"] != "ops") == n_k
     r = client.get(
         f"/ui/traces/{alexnet}/timeline/window",
         params={"t0": info["t_min"], "t1": info["t_max"] + 1, "px": 8192, "highlight": "critical-path"},
@@ -302,7 +482,20 @@ def test_op_card_on_seed(client, alexnet):
 
 def test_highlight_sources(client):
     got = client.get("/ui/highlights").json()
-    assert {"name": "critical-path", "label": "critical path (dependency DAG)", "analysis": "critical-path"} in got
+    assert got[:2] == [
+        {
+            "name": "critical-path",
+            "label": "critical path (dependency DAG)",
+            "analysis": "critical-path",
+            "column": "op",
+        },
+        {
+            "name": "observed-critical-path",
+            "label": "observed critical path",
+            "analysis": "observed-critical-path",
+            "column": "event",
+        },
+    ]
     from tracegraph.queries.catalog import catalog
 
     assert all(s["analysis"] in catalog() for s in got)
@@ -381,6 +574,11 @@ def test_timeline_of_untimed_and_step_timed_traces(client, graph):
     info = client.get("/ui/traces/ui-opnames/timeline").json()
     assert info["lanes"] == [] and info["note"] == "not available: the trace has no op or kernel times"
     # Chainer: 92 ops, one per step, op i in [i, i + 1): one lane, no overlaps, span 0..92.
+    assert info["highlight_default"] is None  # no times: no observed path; no dependencies either
+    assert [(h["name"], h["available"]) for h in info["highlights"]] == [
+        ("critical-path", False),
+        ("observed-critical-path", False),
+    ]
     assert upload(client, "ui-chainer", SEED_CHAINER).status_code == 201
     info = client.get("/ui/traces/ui-chainer/timeline").json()
     assert info["time_unit"] == "step" and (info["t_min"], info["t_max"]) == (0, 92)

@@ -5,8 +5,13 @@ data directory.
 The bundled AlexNet step is uploaded through the page (the 202 job flow:
 TRACEGRAPH_SYNC_UPLOAD_BYTES=0 turns every upload into a job), and every
 view is checked against the HTTP API's own answers: the timeline's
-highlighted ops against the critical-path analysis, the memory peak
-against 1,238,944,256 bytes, the CSV download against the API's CSV.
+highlighted ops against the critical-path analysis, its lanes' kinds
+against the API's, the memory peak against 1,238,944,256 bytes, the CSV
+download against the API's CSV, the graph of the 35-op critical path for
+legibility (left to right, inside the frame, labels at a readable size
+and apart). The bundled PyTorch sample (no dependencies between ops)
+opens its timeline on the observed critical path, and the traces table
+shows that path's length, labelled.
 Screenshots of each view go to tests/artifacts/ui/ (ignored by git).
 Skipped, with the reason, when no Chromium or no Playwright is installed.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -34,6 +40,8 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=f"browser tests skipp
 
 ARTIFACTS = ROOT / "tests" / "artifacts" / "ui"
 TRACE = "alexnet-ui"
+PYTORCH = "pytorch-ui"
+PYTORCH_SAMPLE = ROOT / "examples" / "traces" / "pytorch-cnn-cpu.pt.trace.json.gz"
 PEAK = 1_238_944_256  # GPU_0_bfc's peak in tf1-alexnet-stepstats.pbtxt (memory_stats / the allocation records)
 KEY = "ui-test-key-3141"
 
@@ -107,6 +115,17 @@ def drop_file(page, path: Path) -> None:
     )
 
 
+def upload_via_api(http, trace: str, path: Path) -> None:
+    """POST a trace file and wait for its job (every upload is one here)."""
+    r = http.post("/traces", data={"trace": trace}, files=[("files", (path.name, path.read_bytes()))])
+    assert r.status_code in (201, 202), r.text
+    if r.status_code == 202:
+        job = r.json()
+        while job["status"] not in ("done", "failed"):
+            job = http.get(job["url"]).json()
+        assert job["status"] == "done", job
+
+
 @pytest.fixture(scope="module")
 def uploaded(ui, http):
     """AlexNet uploaded through the page; returns what the page showed while it ran."""
@@ -151,6 +170,11 @@ def test_upload_runs_the_job_flow(ui, uploaded, http):
     assert cells[0] == TRACE and cells[1] == "tensorflow"
     assert cells[2] == f"{summary['ops']:,}"
     assert page.locator(f"tr[data-trace='{TRACE}'] td").nth(5).get_attribute("title") == f"{PEAK:,} bytes"
+    # The critical path: the dependency one (AlexNet has dependencies), not labelled.
+    cp = row.nth(4)
+    assert cp.get_attribute("data-kind") == "dependency"
+    assert float(cp.get_attribute("data-value")) == summary["critical_path_us"]
+    assert "observed" not in cells[4]
 
 
 # ---------------------------------------------------------------------------- timeline
@@ -265,6 +289,125 @@ def test_timeline_zooms_and_pans_with_the_mouse(ui, uploaded):
         "() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();"
         " return d && d.t0 <= v.min && d.t1 >= v.max; }"
     )
+
+
+def test_timeline_lane_kinds_come_from_the_api(ui, uploaded, http):
+    page, _console, _requests, _responses = ui
+    page.goto(page.url.split("#")[0] + f"#/timeline/{TRACE}")
+    page.wait_for_selector("#timeline-plot[data-ready='1']")
+    api = http.get(f"/ui/traces/{TRACE}/timeline").json()
+    lanes = page.evaluate("() => window.__tracegraph.timeline.lanes")
+    assert [(lane["name"], lane["kind"]) for lane in lanes] == [(lane["name"], lane["kind"]) for lane in api["lanes"]]
+    # AlexNet's copies run on GPU:0 stream:15, whose name does not say so: the API's kind does.
+    (copy,) = [lane for lane in api["lanes"] if lane["kind"] == "memcpy"]
+    assert copy["name"] == "/device:GPU:0 stream:15" and copy["kernel_kinds"] == {"memcpy": copy["bars"]}
+    compute = next(
+        lane for lane in api["lanes"] if lane["kind"] == "compute" and set(lane["kernel_kinds"]) == {"compute"}
+    )
+    # With nothing highlighted, the copy lane is drawn in the copy color only, a compute lane in the kernel color.
+    page.select_option("#highlight-source", "")
+    page.wait_for_function(
+        "() => { const t = window.__tracegraph.timeline; const d = t.data();"
+        " return t.highlight() === '' && d && d.highlight === null; }"
+    )
+    page.wait_for_timeout(200)
+    colors = page.evaluate("() => window.__tracegraph.timeline.colors")
+
+    def pixels(color: str, lane: dict) -> int:
+        return page.evaluate("([c, l]) => window.__tracegraph.timeline.pixels(c, l)", [color, lane["id"]])
+
+    assert pixels(colors["memcpy"], copy) > 0 and pixels(colors["compute"], copy) == 0
+    assert pixels(colors["compute"], compute) > 0 and pixels(colors["memcpy"], compute) == 0
+    assert page.evaluate("() => window.__tracegraph.timeline.highlightPixels()") == 0
+    shot(page, "05b-timeline-lane-kinds")
+    # The hover card names the lane's kind.
+    data = page.evaluate("() => window.__tracegraph.timeline.data()")
+    lane = next(x for x in data["lanes"] if x["id"] == copy["id"])
+    k = max(range(len(lane["s"])), key=lambda k: lane["e"][k] - lane["s"][k])
+    p = page.evaluate(
+        "([l, s, e]) => window.__tracegraph.timeline.point(l, s, e)", [copy["id"], lane["s"][k], lane["e"][k]]
+    )
+    page.mouse.move(p["x"], p["y"])
+    tip = page.locator("#timeline-tip")
+    tip.wait_for(state="visible")
+    assert f"{copy['name']} (copy stream)" in tip.text_content()
+    page.mouse.move(0, 0)
+
+
+@pytest.fixture(scope="module")
+def pytorch_uploaded(http):
+    """The bundled PyTorch sample, uploaded through the API."""
+    upload_via_api(http, PYTORCH, PYTORCH_SAMPLE)
+    summary = http.get(f"/traces/{PYTORCH}").json()
+    assert summary["has_deps"] is False and summary["framework"] == "pytorch"
+    return PYTORCH
+
+
+def test_pytorch_timeline_opens_on_the_observed_path(ui, uploaded, pytorch_uploaded, http):
+    page, _console, _requests, _responses = ui
+    api = http.get(f"/ui/traces/{PYTORCH}/timeline").json()
+    assert api["highlight_default"] == "observed-critical-path"
+    page.goto(page.url.split("#")[0] + f"#/timeline/{PYTORCH}")
+    page.wait_for_selector("#timeline-plot[data-ready='1']")
+    page.wait_for_selector("#highlight-list ol li")
+    assert page.input_value("#highlight-source") == "observed-critical-path"
+    page.wait_for_timeout(200)
+    state = timeline_state(page)
+    shot(page, "05c-timeline-pytorch-observed")
+    assert state["data"]["highlight"] == "observed-critical-path" and state["data"]["highlight_note"] is None
+    assert "not available" not in page.text_content("#timeline-status")
+    assert state["pixels"] > 0  # red bars on the canvas
+    # The highlighted bars are the ops on the observed path (the nodes the path went through).
+    on_path = {
+        tuple(r)
+        for r in http.post(
+            "/cypher",
+            json={
+                "query": "MATCH (o:Op {trace: $trace}) WHERE o.ocp_steps IS NOT NULL RETURN o.name, o.start_us, o.end_us",
+                "trace": PYTORCH,
+            },
+        ).json()["rows"]
+    }
+    assert on_path and state["data"]["highlight_ops"] == len(on_path)
+    highlighted = 0
+    for lane in state["data"]["lanes"]:
+        for k, i in enumerate(lane["i"]):
+            if i >= 0:
+                bar = (lane["names"][str(i)][0], lane["s"][k], lane["e"][k])
+                assert bool(lane["h"][k]) == (bar in on_path), bar
+                highlighted += lane["h"][k]
+    assert highlighted > 0
+    # The list under the plot is the observed-critical-path analysis, in order.
+    ocp = http.get(f"/traces/{PYTORCH}/queries/observed-critical-path").json()
+    listed = page.locator("#highlight-list ol li").evaluate_all("els => els.map(e => e.dataset.op)")
+    assert listed == [r[ocp["columns"].index("event")] for r in ocp["rows"]][:500]
+    assert page.text_content("#highlight-list h3") == f"observed critical path: {len(ocp['rows']):,} segments"
+    # The dependency critical path is still offered, marked as not available, with the reason.
+    option = page.locator("#highlight-source option[value='critical-path']")
+    assert option.text_content().endswith("not available")
+    assert option.get_attribute("title") == "the trace has no dependencies between ops"
+
+
+def test_traces_table_shows_the_observed_path(ui, uploaded, pytorch_uploaded, http):
+    page, _console, _requests, _responses = ui
+    listed = next(t for t in http.get("/traces").json() if t["trace"] == PYTORCH)
+    if "observed_path_us" not in listed:
+        pytest.skip("GET /traces does not list observed_path_us (the trace summary lacks it)")
+    assert listed["critical_path_us"] is None and listed["observed_path_us"] > 0
+    page.goto(page.url.split("#")[0] + "#/traces")
+    cell = page.locator(f"tr[data-trace='{PYTORCH}'] td").nth(4)
+    cell.wait_for()
+    text = cell.text_content()
+    m = re.fullmatch(r"([\d.,]+) (us|ms|s) \(observed\)", text)
+    assert m, text
+    factor = {"us": 1, "ms": 1e3, "s": 1e6}[m[2]]
+    decimals = len(m[1].split(".")[1]) if "." in m[1] else 0
+    shown = float(m[1].replace(",", "")) * factor
+    assert abs(shown - listed["observed_path_us"]) <= 0.5 * 10**-decimals * factor + 1e-9, (text, listed)
+    assert cell.get_attribute("data-kind") == "observed"
+    assert float(cell.get_attribute("data-value")) == listed["observed_path_us"]
+    assert cell.get_attribute("title").startswith("observed critical path: ")
+    shot(page, "05d-traces-observed")
 
 
 # ---------------------------------------------------------------------------- memory
@@ -395,17 +538,17 @@ def test_graph_neighborhood_and_recenter(ui, uploaded):
     target = page.evaluate("""() => { const cy = window.__tracegraph.graph.cy;
         const n = cy.nodes().filter(x => x.data('center') !== 1)[0];
         const p = n.renderedPosition(), r = cy.container().getBoundingClientRect();
-        return {x: r.left + p.x, y: r.top + p.y, label: n.data('label')}; }""")
+        return {x: r.left + p.x, y: r.top + p.y, name: n.data('name')}; }""")
     page.mouse.click(target["x"], target["y"])
     page.wait_for_function("() => !location.hash.includes('op=conv2%2FConv2D')")
     page.wait_for_function(
-        "(label) => (document.getElementById('graph-caption')?.textContent || '').startsWith(label + ':')",
-        arg=target["label"],
+        "(name) => (document.getElementById('graph-caption')?.textContent || '').startsWith(name + ':')",
+        arg=target["name"],
     )
     page.wait_for_function(
         "() => window.__tracegraph.graph.cy && window.__tracegraph.graph.cy.nodes('[center = 1]').length === 1"
     )
-    assert page.evaluate("() => window.__tracegraph.graph.cy.nodes('[center = 1]').data('label')") == target["label"]
+    assert page.evaluate("() => window.__tracegraph.graph.cy.nodes('[center = 1]').data('name')") == target["name"]
     page.goto(page.url.split("#")[0] + f"#/graph/{TRACE}?cp=1&first=0")
     page.wait_for_function(
         "() => /critical path: showing \\d+ of \\d+ ops/.test(document.getElementById('graph-caption')?.textContent)"
@@ -413,18 +556,118 @@ def test_graph_neighborhood_and_recenter(ui, uploaded):
     shot(page, "12-graph-critical-path")
 
 
+GRAPH_STATE = """() => {
+  const cy = window.__tracegraph.graph.cy;
+  const frame = cy.container().getBoundingClientRect();
+  const nodes = cy.nodes().map((n) => {
+    const b = n.renderedBoundingBox({ includeLabels: true });
+    const l = n.renderedBoundingBox({ includeNodes: false, includeEdges: false, includeLabels: true });
+    const p = n.renderedPosition();
+    return { name: n.data("name"), label: n.data("label").replaceAll("\\u200b", ""), x: p.x, y: p.y,
+             box: [b.x1, b.y1, b.x2, b.y2], labelBox: [l.x1, l.y1, l.x2, l.y2],
+             font: parseFloat(n.style("font-size")) * cy.zoom() };
+  });
+  return { nodes, zoom: cy.zoom(), frame: { left: frame.left, top: frame.top, w: cy.width(), h: cy.height() },
+           viewport: { w: innerWidth, h: innerHeight } };
+}"""
+MIN_LABEL_PX = 10  # ui/src/graph.js: the smallest label size on screen a fit may give
+
+
+def graph_nodes(value, out: dict) -> dict:
+    """uid -> name of every node in an API answer (nodes, paths, lists of them)."""
+    if isinstance(value, dict):
+        if value.get("kind") == "node":
+            out[value["properties"]["uid"]] = value["properties"].get("name")
+        else:
+            for v in value.values():
+                graph_nodes(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            graph_nodes(v, out)
+    return out
+
+
+def assert_legible(state: dict) -> None:
+    """Every node inside the frame, the frame inside the window, labels big enough and apart."""
+    frame, eps = state["frame"], 0.5
+    assert (
+        frame["left"] >= 0
+        and frame["left"] + frame["w"] <= state["viewport"]["w"]
+        and frame["h"] <= state["viewport"]["h"]
+    )
+    for n in state["nodes"]:
+        x1, y1, x2, y2 = n["box"]
+        assert -eps <= x1 and x2 <= frame["w"] + eps and -eps <= y1 and y2 <= frame["h"] + eps, n
+        assert n["font"] >= MIN_LABEL_PX - 1e-6, n
+    boxes = [n["labelBox"] for n in state["nodes"]]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            overlap = min(a[2], b[2]) - max(a[0], b[0]) > eps and min(a[3], b[3]) - max(a[1], b[1]) > eps
+            assert not overlap, (state["nodes"][i]["label"], a, b)
+
+
+def test_graph_of_a_long_critical_path_is_legible(ui, uploaded, http):
+    page, _console, _requests, _responses = ui
+    cp = http.get(f"/traces/{TRACE}/queries/critical-path").json()
+    ops = [r[cp["columns"].index("op")] for r in cp["rows"]]
+    assert len(ops) == http.get(f"/traces/{TRACE}").json()["critical_path_ops"] >= 35
+    page.goto(page.url.split("#")[0] + f"#/graph/{TRACE}?cp=1&first=0")
+    page.wait_for_function("() => window.__tracegraph?.graph?.cy")
+    page.locator("#graph-box").scroll_into_view_if_needed()
+    state = page.evaluate(GRAPH_STATE)
+    shot(page, "12b-graph-long-path")
+    by_name = {n["name"]: n for n in state["nodes"]}
+    assert sorted(by_name) == sorted(ops)  # the whole path, one node per op
+    assert_legible(state)
+    # Left to right: each op right of the one before it on its row, or the first of the next row
+    # (further down, back at the left), and far fewer rows than ops.
+    rows = 1
+    for a, b in itertools.pairwise(ops):
+        pa, pb = by_name[a], by_name[b]
+        if abs(pb["y"] - pa["y"]) < 1:
+            assert pb["x"] > pa["x"], (a, b)
+        else:
+            assert pb["y"] > pa["y"] and pb["x"] < pa["x"], (a, b)
+            rows += 1
+    assert rows <= len(ops) / 4, rows
+    # Labels are shortened names; hovering a node shows its full name.
+    long = next(n for n in state["nodes"] if n["label"] != n["name"])
+    assert "…" in long["label"]
+    page.mouse.move(state["frame"]["left"] + long["x"], state["frame"]["top"] + long["y"])
+    tip = page.locator(".graph-tip")
+    tip.wait_for(state="visible")
+    assert long["name"] in tip.text_content()
+    # The neighborhood on demand: select an op, then add the ops within one hop of it.
+    op = "conv3/Conv2D"
+    node = by_name[op]
+    page.mouse.click(state["frame"]["left"] + node["x"], state["frame"]["top"] + node["y"])
+    page.wait_for_function("(op) => document.querySelector('#graph-selection h3')?.textContent === op", arg=op)
+    page.click("#graph-expand")
+    status = page.locator("#graph-expand-status")
+    page.wait_for_function("() => / added /.test(document.getElementById('graph-expand-status').textContent)")
+    path_nodes = graph_nodes(
+        http.get(f"/traces/{TRACE}/queries/critical-path-graph", params={"first_step": 0, "max_ops": 40}).json()[
+            "rows"
+        ],
+        {},
+    )
+    near = graph_nodes(
+        http.get(f"/traces/{TRACE}/queries/op-neighborhood-graph", params={"op": op, "hops": 1}).json()["rows"], {}
+    )
+    added = len(set(near) - set(path_nodes))
+    assert added > 0 and status.text_content().startswith(f"{added} op{'' if added == 1 else 's'} added")
+    page.locator("#graph-box").scroll_into_view_if_needed()
+    state = page.evaluate(GRAPH_STATE)
+    shot(page, "12c-graph-long-path-neighborhood")
+    assert len(state["nodes"]) == len(set(near) | set(path_nodes))
+    assert {n["name"] for n in state["nodes"]} == set(near.values()) | set(path_nodes.values())
+    assert state["zoom"] * 11 >= MIN_LABEL_PX - 1e-6 and all(n["font"] >= MIN_LABEL_PX - 1e-6 for n in state["nodes"])
+
+
 def test_diff_and_drop(ui, uploaded, http):
     page, _console, _requests, _responses = ui
     other = f"{TRACE}-again"
-    r = http.post(
-        "/traces", data={"trace": other}, files=[("files", (SEED_STEPSTATS.name, SEED_STEPSTATS.read_bytes()))]
-    )
-    assert r.status_code in (201, 202)
-    if r.status_code == 202:
-        job = r.json()
-        while job["status"] not in ("done", "failed"):
-            job = http.get(job["url"]).json()
-        assert job["status"] == "done"
+    upload_via_api(http, other, SEED_STEPSTATS)
     page.goto(page.url.split("#")[0] + f"#/diff/{TRACE}/{other}")
     page.wait_for_selector("#diff-caption")
     assert page.locator("#diff-caption").text_content().startswith("0 ops differ")  # the same step twice

@@ -52,12 +52,17 @@ for (const pkg of [...used].sort()) {
     try {
       text = await readFile(join(dir, name), "utf8");
       break;
-    } catch { /* next */ }
+    } catch {
+      /* next */
+    }
   }
   if (!text) throw new Error(`${pkg}: no license file`);
   const embedded = Object.entries(EMBEDDED).find(([, v]) => v.includes(pkg));
-  parts.push(`${"=".repeat(72)}\n${pkg} ${meta.version} (${meta.license})` +
-    (embedded ? `: its license text; a copy of it is bundled inside ${embedded[0]}'s dist file` : "") + `\n${"=".repeat(72)}\n${text.trim()}\n`);
+  parts.push(
+    `${"=".repeat(72)}\n${pkg} ${meta.version} (${meta.license})` +
+      (embedded ? `: its license text; a copy of it is bundled inside ${embedded[0]}'s dist file` : "") +
+      `\n${"=".repeat(72)}\n${text.trim()}\n`,
+  );
 }
 await mkdir(OUT, { recursive: true });
 await writeFile(join(OUT, "THIRD_PARTY_LICENSES.txt"), parts.join("\n"));

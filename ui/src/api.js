@@ -76,7 +76,10 @@ export async function getJSON(path, opts) {
 
 export async function postJSON(path, body, opts = {}) {
   return getJSON(path, {
-    ...opts, method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" },
+    ...opts,
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "Content-Type": "application/json" },
   });
 }
 
@@ -104,7 +107,9 @@ export function upload(path, form, onProgress) {
         let body = null;
         try {
           body = JSON.parse(xhr.responseText);
-        } catch { /* not JSON */ }
+        } catch {
+          /* not JSON */
+        }
         if (xhr.status === 401) {
           forgetKey();
           await askKey("This server needs its API key.");

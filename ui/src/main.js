@@ -74,7 +74,11 @@ function nav(active, trace) {
 async function route() {
   const token = ++renderToken;
   if (cleanup) {
-    try { cleanup(); } catch (e) { console.warn(e); }
+    try {
+      cleanup();
+    } catch (e) {
+      console.warn(e);
+    }
     cleanup = null;
   }
   const { view, parts, query } = parseHash();

@@ -29,23 +29,44 @@ export function resultTable(columns, rows, { docs = {}, limit = 5000, onRowClick
   let sortCol = -1;
   let dir = 1;
   const tbody = el("tbody");
-  const heads = columns.map((c, ci) => el("th", {
-    title: docs[c] || "", "data-col": c,
-    onclick: () => {
-      dir = sortCol === ci ? -dir : 1;
-      sortCol = ci;
-      order.sort((x, y) => dir * compare(rows[x][ci], rows[y][ci]) || x - y);
-      heads.forEach((h, hi) => h.setAttribute("aria-sort", hi === ci ? (dir > 0 ? "ascending" : "descending") : "none"));
-      fill();
-    },
-  }, c));
+  const heads = columns.map((c, ci) =>
+    el(
+      "th",
+      {
+        title: docs[c] || "",
+        "data-col": c,
+        onclick: () => {
+          dir = sortCol === ci ? -dir : 1;
+          sortCol = ci;
+          order.sort((x, y) => dir * compare(rows[x][ci], rows[y][ci]) || x - y);
+          heads.forEach((h, hi) =>
+            h.setAttribute("aria-sort", hi === ci ? (dir > 0 ? "ascending" : "descending") : "none"),
+          );
+          fill();
+        },
+      },
+      c,
+    ),
+  );
   function fill() {
-    tbody.replaceChildren(...order.slice(0, limit).map((ri) => el("tr", {
-      onclick: onRowClick ? () => onRowClick(rows[ri]) : null, class: onRowClick ? "clickable" : null,
-    }, rows[ri].map((v) => el("td", { class: typeof v === "number" ? "num" : null }, cellText(v))))));
+    tbody.replaceChildren(
+      ...order.slice(0, limit).map((ri) =>
+        el(
+          "tr",
+          {
+            onclick: onRowClick ? () => onRowClick(rows[ri]) : null,
+            class: onRowClick ? "clickable" : null,
+          },
+          rows[ri].map((v) => el("td", { class: typeof v === "number" ? "num" : null }, cellText(v))),
+        ),
+      ),
+    );
   }
   fill();
-  const note = rows.length > limit ? el("p.muted", {}, `showing the first ${limit} of ${rows.length} rows (the CSV has them all)`) : null;
+  const note =
+    rows.length > limit
+      ? el("p.muted", {}, `showing the first ${limit} of ${rows.length} rows (the CSV has them all)`)
+      : null;
   return el("div.table-wrap", {}, el("table.results", {}, el("thead", {}, el("tr", {}, heads)), tbody), note);
 }
 

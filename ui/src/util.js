@@ -76,8 +76,11 @@ export function errorBox(err) {
 
 /** A <select> of trace names. */
 export function traceSelect(traces, value, onchange, attrs = {}) {
-  const sel = el("select", { onchange: () => onchange(sel.value), ...attrs },
-    traces.map((t) => el("option", { value: t.trace, selected: t.trace === value }, t.trace)));
+  const sel = el(
+    "select",
+    { onchange: () => onchange(sel.value), ...attrs },
+    traces.map((t) => el("option", { value: t.trace, selected: t.trace === value }, t.trace)),
+  );
   return sel;
 }
 

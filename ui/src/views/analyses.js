@@ -11,27 +11,61 @@ function paramInput(p, traces, trace) {
   let input;
   if (p.type === "STRING" && p.doc.startsWith("trace id")) {
     const others = traces.filter((t) => t.trace !== trace);
-    input = el("select", { id, name: p.name }, (others.length ? others : traces).map((t) => el("option", { value: t.trace }, t.trace)));
+    input = el(
+      "select",
+      { id, name: p.name },
+      (others.length ? others : traces).map((t) => el("option", { value: t.trace }, t.trace)),
+    );
   } else if (p.choices && p.choices.length) {
-    input = el("select", { id, name: p.name }, p.choices.map((c) => el("option", { value: c, selected: String(p.default) === c }, c)));
+    input = el(
+      "select",
+      { id, name: p.name },
+      p.choices.map((c) => el("option", { value: c, selected: String(p.default) === c }, c)),
+    );
   } else if (p.type === "BOOLEAN") {
-    input = el("select", { id, name: p.name }, ["", "true", "false"].map((c) => el("option", { value: c, selected: String(p.default) === c }, c || "(default)")));
+    input = el(
+      "select",
+      { id, name: p.name },
+      ["", "true", "false"].map((c) => el("option", { value: c, selected: String(p.default) === c }, c || "(default)")),
+    );
   } else {
     input = el("input", {
-      id, name: p.name, type: p.type === "STRING" ? "text" : "number", step: p.type === "INTEGER" ? 1 : "any",
-      placeholder: p.default === null ? (p.required ? "required" : "null") : String(p.default), required: p.required,
+      id,
+      name: p.name,
+      type: p.type === "STRING" ? "text" : "number",
+      step: p.type === "INTEGER" ? 1 : "any",
+      placeholder: p.default === null ? (p.required ? "required" : "null") : String(p.default),
+      required: p.required,
     });
   }
-  return el("label.param", { title: p.doc }, el("span", {}, `${p.name} `, el("small.muted", {}, p.type.toLowerCase())), input, el("small.muted", {}, p.doc));
+  return el(
+    "label.param",
+    { title: p.doc },
+    el("span", {}, `${p.name} `, el("small.muted", {}, p.type.toLowerCase())),
+    input,
+    el("small.muted", {}, p.doc),
+  );
 }
 
 export async function render(root, [trace, name], query, ctx) {
   const [catalog, traces] = await Promise.all([getJSON("/queries"), ctx.traces()]);
   const current = catalog.find((a) => a.name === name) || catalog[0];
   root.append(el("h1", {}, "Analyses ", el("span.muted", {}, trace)));
-  const side = el("nav.catalog", {}, catalog.map((a) => el("a", {
-    href: `#/analyses/${enc(trace)}/${enc(a.name)}`, class: a.name === current.name ? "active" : null, title: a.summary,
-  }, a.name)));
+  const side = el(
+    "nav.catalog",
+    {},
+    catalog.map((a) =>
+      el(
+        "a",
+        {
+          href: `#/analyses/${enc(trace)}/${enc(a.name)}`,
+          class: a.name === current.name ? "active" : null,
+          title: a.summary,
+        },
+        a.name,
+      ),
+    ),
+  );
   const pane = el("div.analysis");
   root.append(el("div.split", {}, side, pane));
 
@@ -56,7 +90,12 @@ export async function render(root, [trace, name], query, ctx) {
       const docs = Object.fromEntries(current.columns.map((c) => [c.name, c.doc]));
       clear(out).append(
         el("p.caption", { role: "status" }, `${fmtInt(res.rows.length)} rows`, res.note ? ` · ${res.note}` : ""),
-        el("button#analysis-csv", { type: "button", onclick: () => download(url("csv"), `${trace}-${current.name}.csv`) }, "download CSV"));
+        el(
+          "button#analysis-csv",
+          { type: "button", onclick: () => download(url("csv"), `${trace}-${current.name}.csv`) },
+          "download CSV",
+        ),
+      );
       if (current.graph && hasGraph(res.rows)) {
         const g = capGraph(collectGraph(res.rows), 150);
         const box = el("div.graph");
@@ -69,10 +108,17 @@ export async function render(root, [trace, name], query, ctx) {
     }
   }
   pane.append(
-    el("h2", {}, current.name), el("p", {}, current.summary),
+    el("h2", {}, current.name),
+    el("p", {}, current.summary),
     el("details", {}, el("summary", {}, "definition"), el("pre.definition", {}, current.definition)),
-    el("form.params#analysis-form", { onsubmit: run }, el("label.param", {}, el("span", {}, "trace "), tsel), inputs,
-      el("button#analysis-run", { type: "submit" }, "Run")),
-    out);
+    el(
+      "form.params#analysis-form",
+      { onsubmit: run },
+      el("label.param", {}, el("span", {}, "trace "), tsel),
+      inputs,
+      el("button#analysis-run", { type: "submit" }, "Run"),
+    ),
+    out,
+  );
   return null;
 }

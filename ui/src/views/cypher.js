@@ -7,7 +7,8 @@ import { capGraph, collectGraph, drawGraph, hasGraph } from "../graph.js";
 import { resultTable, toCSV } from "../table.js";
 import { clear, el, errorBox, fmtInt, traceSelect } from "../util.js";
 
-const EXAMPLE = "MATCH (o:Op {trace: $trace})\nRETURN o.name AS op, o.type AS type, o.weight_us AS us\nORDER BY us DESC, op\nLIMIT 10";
+const EXAMPLE =
+  "MATCH (o:Op {trace: $trace})\nRETURN o.name AS op, o.type AS type, o.weight_us AS us\nORDER BY us DESC, op\nLIMIT 10";
 const KEEP = "tracegraph.cypher";
 
 export async function render(root, [trace], _query, ctx) {
@@ -15,7 +16,11 @@ export async function render(root, [trace], _query, ctx) {
   let chosen = trace;
   root.append(el("h1", {}, "Cypher"));
   const text = el("textarea#cypher-query", { rows: 8, spellcheck: false }, sessionStorage.getItem(KEEP) || EXAMPLE);
-  const params = el("input#cypher-params", { type: "text", placeholder: "{\"n\": 5}  (JSON; $trace is the trace chosen)", size: 50 });
+  const params = el("input#cypher-params", {
+    type: "text",
+    placeholder: '{"n": 5}  (JSON; $trace is the trace chosen)',
+    size: 50,
+  });
   const out = el("div#cypher-result");
   async function run(ev) {
     ev.preventDefault();
@@ -25,8 +30,20 @@ export async function render(root, [trace], _query, ctx) {
       const p = params.value.trim() ? JSON.parse(params.value) : {};
       const res = await postJSON("/cypher", { query: text.value, params: p, trace: chosen });
       clear(out).append(
-        el("p.caption", { role: "status" }, `${fmtInt(res.rows.length)} rows${res.truncated ? " (truncated at the server's row cap)" : ""}`),
-        el("button", { type: "button", onclick: () => saveBlob(new Blob([toCSV(res.columns, res.rows)], { type: "text/csv" }), "cypher.csv") }, "download CSV"));
+        el(
+          "p.caption",
+          { role: "status" },
+          `${fmtInt(res.rows.length)} rows${res.truncated ? " (truncated at the server's row cap)" : ""}`,
+        ),
+        el(
+          "button",
+          {
+            type: "button",
+            onclick: () => saveBlob(new Blob([toCSV(res.columns, res.rows)], { type: "text/csv" }), "cypher.csv"),
+          },
+          "download CSV",
+        ),
+      );
       if (hasGraph(res.rows)) {
         const g = capGraph(collectGraph(res.rows), 200);
         const box = el("div.graph#cypher-graph");
@@ -38,11 +55,41 @@ export async function render(root, [trace], _query, ctx) {
       clear(out).append(errorBox(err));
     }
   }
-  root.append(el("form.cypher#cypher-form", { onsubmit: run },
-    el("div.row", {}, el("label", {}, "trace ", traceSelect(traces, trace, (v) => { chosen = v; ctx.setCurrent(v); }, { id: "cypher-trace" })),
-      el("label", {}, "params ", params)),
-    text, el("div.row", {}, el("button#cypher-run", { type: "submit" }, "Run (read-only)"),
-      el("span.muted", {}, "Ctrl+Enter runs; the database refuses writes"))), out);
-  text.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) run(ev); });
+  root.append(
+    el(
+      "form.cypher#cypher-form",
+      { onsubmit: run },
+      el(
+        "div.row",
+        {},
+        el(
+          "label",
+          {},
+          "trace ",
+          traceSelect(
+            traces,
+            trace,
+            (v) => {
+              chosen = v;
+              ctx.setCurrent(v);
+            },
+            { id: "cypher-trace" },
+          ),
+        ),
+        el("label", {}, "params ", params),
+      ),
+      text,
+      el(
+        "div.row",
+        {},
+        el("button#cypher-run", { type: "submit" }, "Run (read-only)"),
+        el("span.muted", {}, "Ctrl+Enter runs; the database refuses writes"),
+      ),
+    ),
+    out,
+  );
+  text.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) run(ev);
+  });
   return null;
 }

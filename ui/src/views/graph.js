@@ -1,49 +1,151 @@
 // Graph: an op's dependency neighborhood (op-neighborhood-graph) or a
-// window of the critical path (critical-path-graph) as a layered DAG.
-// Click a node to re-center on it. Sizes are capped, and the view says
+// window of the critical path (critical-path-graph), laid out left to
+// right (long paths folded into rows, see ../graph.js), hover a node for
+// its full name.
+//
+// Neighborhood: click a node to re-center on it. Critical path: click an
+// op to select it; "show its neighborhood" then adds the ops within one
+// dependency hop of it to the drawing (op-neighborhood-graph), so the
+// path's surroundings come on demand. Sizes are capped, and the view says
 // how many of how many nodes it shows.
 import { enc, getJSON, qs } from "../api.js";
-import { capGraph, collectGraph, drawGraph } from "../graph.js";
-import { el, errorBox, fmtInt } from "../util.js";
+import { addGraph, capGraph, collectGraph, drawGraph } from "../graph.js";
+import { el, errorBox, fmtInt, fmtTime } from "../util.js";
 
 const MAX_NODES = 150;
-const CP_WINDOW = 60;
+const CP_WINDOW = 40;
+
+async function neighborhood(trace, op, hops) {
+  return getJSON(`/traces/${enc(trace)}/queries/op-neighborhood-graph${qs({ op, hops })}`);
+}
 
 export async function render(root, [trace], query, ctx) {
   const mode = query.op ? "op" : "cp";
   const info = await getJSON(`/traces/${enc(trace)}`);
+  const unit = info.time_unit === "step" ? "step" : "us";
   root.append(el("h1", {}, "Graph ", el("span.muted", {}, trace)));
-  const op = el("input#graph-op", { type: "text", value: query.op || "", placeholder: "op name, e.g. conv2/Conv2D", size: 40 });
+  const op = el("input#graph-op", {
+    type: "text",
+    value: query.op || "",
+    placeholder: "op name, e.g. conv2/Conv2D",
+    size: 40,
+  });
   const hops = el("input#graph-hops", { type: "number", min: 1, max: 4, value: query.hops || 2 });
-  const form = el("form.toolbar", {
-    onsubmit: (ev) => { ev.preventDefault(); if (op.value.trim()) ctx.go("graph", [trace], { op: op.value.trim(), hops: hops.value }); },
-  }, el("label", {}, "op ", op), el("label", {}, "hops ", hops), el("button", { type: "submit" }, "neighborhood"),
-  el("button", { type: "button", onclick: () => ctx.go("graph", [trace], { cp: 1, first: 0 }) }, "critical path"));
+  const form = el(
+    "form.toolbar",
+    {
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        if (op.value.trim()) ctx.go("graph", [trace], { op: op.value.trim(), hops: hops.value });
+      },
+    },
+    el("label", {}, "op ", op),
+    el("label", {}, "hops ", hops),
+    el("button", { type: "submit" }, "neighborhood"),
+    el("button", { type: "button", onclick: () => ctx.go("graph", [trace], { cp: 1, first: 0 }) }, "critical path"),
+  );
   const caption = el("p.caption#graph-caption", { role: "status" });
   const box = el("div.graph#graph-box");
-  root.append(form, caption, box);
+  const selection = el("div.graph-selection#graph-selection");
+  root.append(
+    form,
+    caption,
+    el("p.muted", {}, "Time flows to the right; hover a node for its full name, wheel to zoom, drag to pan."),
+    box,
+    selection,
+  );
   if (!info.has_deps) {
     caption.textContent = "not available: the trace has no dependencies between ops";
     return null;
   }
-  const recenter = (nd) => { if (nd?.properties?.name && (nd.labels || []).includes("Op")) ctx.go("graph", [trace], { op: nd.properties.name, hops: hops.value }); };
+  const isOp = (nd) => nd?.properties?.name && (nd.labels || []).includes("Op");
+  const recenter = (nd) => {
+    if (isOp(nd)) ctx.go("graph", [trace], { op: nd.properties.name, hops: hops.value });
+  };
   let cy = null;
+
+  /** Critical path: the selected op, with its neighborhood on demand. */
+  function select(nd, node) {
+    if (!isOp(nd)) return;
+    const name = nd.properties.name;
+    const p = nd.properties;
+    const status = el("span.status#graph-expand-status", { role: "status" });
+    const expand = el(
+      "button#graph-expand",
+      {
+        type: "button",
+        onclick: async () => {
+          expand.disabled = true;
+          status.textContent = "loading…";
+          try {
+            const res = await neighborhood(trace, name, 1);
+            const added = addGraph(cy, capGraph(collectGraph(res.rows), MAX_NODES), { focus: node });
+            status.textContent = `${fmtInt(added)} op${added === 1 ? "" : "s"} added (within 1 dependency hop)`;
+          } catch (err) {
+            status.replaceChildren(errorBox(err));
+            expand.disabled = false;
+          }
+        },
+      },
+      "show its neighborhood here",
+    );
+    selection.replaceChildren(
+      el("h3", {}, name),
+      el(
+        "p",
+        {},
+        p.type ? `type ${p.type}` : "",
+        p.weight_us !== undefined && p.weight_us !== null ? ` · weight ${fmtTime(p.weight_us, unit)}` : "",
+        p.cp_step !== undefined && p.cp_step !== null ? ` · critical path step ${fmtInt(p.cp_step)}` : "",
+      ),
+      el(
+        "p",
+        {},
+        expand,
+        " ",
+        el(
+          "a",
+          { href: `#/graph/${enc(trace)}?${new URLSearchParams({ op: name, hops: hops.value })}` },
+          "open its neighborhood",
+        ),
+        " ",
+        status,
+      ),
+    );
+  }
+
   try {
     if (mode === "op") {
-      const res = await getJSON(`/traces/${enc(trace)}/queries/op-neighborhood-graph${qs({ op: query.op, hops: hops.value })}`);
+      const res = await neighborhood(trace, query.op, hops.value);
       const g = capGraph(collectGraph(res.rows), MAX_NODES);
-      if (!g.total) { caption.textContent = res.note || `no op named ${query.op}`; return null; }
+      if (!g.total) {
+        caption.textContent = res.note || `no op named ${query.op}`;
+        return null;
+      }
       caption.textContent = `${query.op}: ops within ${hops.value} hops — showing ${fmtInt(g.nodes.size)} of ${fmtInt(g.total)} nodes`;
-      cy = drawGraph(box, g, { onNode: recenter, center: query.op });
+      cy = drawGraph(box, g, { onNode: recenter, center: query.op, unit });
     } else {
       const total = info.critical_path_ops || 0;
       const first = Math.max(0, Math.min(Number(query.first) || 0, Math.max(0, total - 1)));
-      const res = await getJSON(`/traces/${enc(trace)}/queries/critical-path-graph${qs({ first_step: first, max_ops: CP_WINDOW })}`);
+      const res = await getJSON(
+        `/traces/${enc(trace)}/queries/critical-path-graph${qs({ first_step: first, max_ops: CP_WINDOW })}`,
+      );
       const g = capGraph(collectGraph(res.rows), MAX_NODES);
-      const prev = first > 0 ? el("button", { type: "button", onclick: () => ctx.go("graph", [trace], { cp: 1, first: Math.max(0, first - CP_WINDOW) }) }, "← earlier") : null;
-      const next = first + g.nodes.size < total ? el("button", { type: "button", onclick: () => ctx.go("graph", [trace], { cp: 1, first: first + CP_WINDOW }) }, "later →") : null;
-      caption.replaceChildren(`critical path: showing ${fmtInt(g.nodes.size)} of ${fmtInt(total)} ops (steps ${fmtInt(first)}–${fmtInt(first + g.nodes.size - 1)}) `, prev || "", " ", next || "");
-      cy = drawGraph(box, g, { onNode: recenter });
+      const go = (from) => () => ctx.go("graph", [trace], { cp: 1, first: from });
+      const prev =
+        first > 0 ? el("button", { type: "button", onclick: go(Math.max(0, first - CP_WINDOW)) }, "← earlier") : null;
+      const next =
+        first + g.nodes.size < total
+          ? el("button", { type: "button", onclick: go(first + CP_WINDOW) }, "later →")
+          : null;
+      caption.replaceChildren(
+        `critical path: showing ${fmtInt(g.nodes.size)} of ${fmtInt(total)} ops (steps ${fmtInt(first)}–${fmtInt(first + g.nodes.size - 1)}) `,
+        prev || "",
+        " ",
+        next || "",
+        " · click an op for its neighborhood",
+      );
+      cy = drawGraph(box, g, { onNode: select, unit });
     }
   } catch (err) {
     root.append(errorBox(err));

@@ -12,7 +12,11 @@ const MAX_POINTS = 2000;
 function liveTable(res, docs) {
   const keep = ["bytes", "kind", "op", "tensor", "shape", "alloc_us", "free_us"];
   const idx = keep.map((c) => res.columns.indexOf(c)).filter((i) => i >= 0);
-  return resultTable(idx.map((i) => res.columns[i]), res.rows.map((r) => idx.map((i) => r[i])), { docs });
+  return resultTable(
+    idx.map((i) => res.columns[i]),
+    res.rows.map((r) => idx.map((i) => r[i])),
+    { docs },
+  );
 }
 
 export async function render(root, [trace]) {
@@ -38,25 +42,56 @@ export async function render(root, [trace]) {
   }
   const peaks = new Map();
   const c = Object.fromEntries(peak.columns.map((n, i) => [n, i]));
-  for (const r of peak.rows) if (!peaks.has(r[c.allocator])) peaks.set(r[c.allocator], { bytes: r[c.peak_bytes], at: r[c.peak_at_us] });
+  for (const r of peak.rows)
+    if (!peaks.has(r[c.allocator])) peaks.set(r[c.allocator], { bytes: r[c.peak_bytes], at: r[c.peak_at_us] });
 
   const plots = [];
   for (const [alloc, [xs, ys]] of byAlloc) {
     const pk = peaks.get(alloc);
-    const head = el("h2", {}, alloc, " ",
-      pk ? el("span.peak", {},
-        "peak ", el("b", { "data-testid": "peak-bytes", "data-allocator": alloc }, fmtInt(pk.bytes)), " bytes",
-        ` (${fmtBytes(pk.bytes)}) at ${fmtTime(pk.at, unit)}`) : null);
+    const head = el(
+      "h2",
+      {},
+      alloc,
+      " ",
+      pk
+        ? el(
+            "span.peak",
+            {},
+            "peak ",
+            el("b", { "data-testid": "peak-bytes", "data-allocator": alloc }, fmtInt(pk.bytes)),
+            " bytes",
+            ` (${fmtBytes(pk.bytes)}) at ${fmtTime(pk.at, unit)}`,
+          )
+        : null,
+    );
     const box = el("div.memory-plot", { "data-allocator": alloc });
     const listing = el("div.live", { "data-allocator": alloc });
-    const atPeak = el("button", { type: "button", "data-action": "at-peak", onclick: () => showPeak() }, "what is live at the peak");
-    root.append(el("section.allocator", {}, head, el("p.muted", {}, "Click the plot to list what is live at that time. ", atPeak), box, listing));
+    const atPeak = el(
+      "button",
+      { type: "button", "data-action": "at-peak", onclick: () => showPeak() },
+      "what is live at the peak",
+    );
+    root.append(
+      el(
+        "section.allocator",
+        {},
+        head,
+        el("p.muted", {}, "Click the plot to list what is live at that time. ", atPeak),
+        box,
+        listing,
+      ),
+    );
 
     function showPeak() {
       const rows = peak.rows.filter((r) => r[c.allocator] === alloc);
       clear(listing).append(
-        el("h3", {}, `Live at the peak, ${fmtTime(pk.at, unit)}: ${fmtInt(pk.bytes)} bytes in ${fmtInt(rows.length)} allocations`),
-        liveTable({ columns: peak.columns, rows }, docs));
+        el(
+          "h3",
+          {},
+          `Live at the peak, ${fmtTime(pk.at, unit)}: ${fmtInt(pk.bytes)} bytes in ${fmtInt(rows.length)} allocations`,
+        ),
+        liveTable({ columns: peak.columns, rows }, docs),
+      );
       marker = pk.at;
       u.redraw(false);
     }
@@ -68,59 +103,85 @@ export async function render(root, [trace]) {
         const res = await getJSON(`/traces/${enc(trace)}/queries/memory-at${qs({ at_us: t, allocator: alloc })}`);
         const live = res.rows.length ? res.rows[0][res.columns.indexOf("live_bytes")] : 0;
         clear(listing).append(
-          el("h3", {}, `Live at ${fmtTime(t, unit)}: `, el("span", { "data-testid": "live-bytes" }, fmtInt(live)),
-            ` bytes in ${fmtInt(res.rows.length)} allocations`),
-          liveTable(res, docs));
+          el(
+            "h3",
+            {},
+            `Live at ${fmtTime(t, unit)}: `,
+            el("span", { "data-testid": "live-bytes" }, fmtInt(live)),
+            ` bytes in ${fmtInt(res.rows.length)} allocations`,
+          ),
+          liveTable(res, docs),
+        );
       } catch (err) {
         clear(listing).append(errorBox(err));
       }
     }
 
     let marker = null;
-    const u = new uPlot({
-      width: Math.max(400, root.clientWidth - 8),
-      height: 260,
-      scales: { x: { time: false } },
-      axes: [
-        { values: (_u, s) => fmtAxis(s, unit), space: 70 },
-        { values: (_u, s) => s.map((v) => fmtBytes(v)), size: 96 },
-      ],
-      series: [
-        {},
-        { label: alloc, stroke: "#A5202A", fill: "rgba(241,102,103,0.15)", width: 1.5, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false } },
-      ],
-      legend: { show: false },
-      cursor: { drag: { x: true, y: false } },
-      hooks: {
-        draw: [(p) => {
-          const ctx = p.ctx;
-          ctx.save();
-          if (pk) { // the peak: a dot and its value
-            const x = p.valToPos(pk.at, "x", true);
-            const y = p.valToPos(pk.bytes, "y", true);
-            ctx.fillStyle = "#E0201B";
-            ctx.beginPath();
-            ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
-            ctx.fill();
-            ctx.font = `${12 * devicePixelRatio}px sans-serif`;
-            ctx.textAlign = x > p.bbox.left + p.bbox.width * 0.7 ? "right" : "left";
-            ctx.fillText(` peak ${fmtBytes(pk.bytes)} `, x, Math.max(p.bbox.top + 12 * devicePixelRatio, y - 8 * devicePixelRatio));
-          }
-          if (marker !== null) {
-            const x = p.valToPos(marker, "x", true);
-            ctx.strokeStyle = "#2A2C34";
-            ctx.setLineDash([4, 4]);
-            ctx.beginPath();
-            ctx.moveTo(x, p.bbox.top);
-            ctx.lineTo(x, p.bbox.top + p.bbox.height);
-            ctx.stroke();
-          }
-          ctx.restore();
-        }],
+    const u = new uPlot(
+      {
+        width: Math.max(400, root.clientWidth - 8),
+        height: 260,
+        scales: { x: { time: false } },
+        axes: [
+          { values: (_u, s) => fmtAxis(s, unit), space: 70 },
+          { values: (_u, s) => s.map((v) => fmtBytes(v)), size: 96 },
+        ],
+        series: [
+          {},
+          {
+            label: alloc,
+            stroke: "#A5202A",
+            fill: "rgba(241,102,103,0.15)",
+            width: 1.5,
+            paths: uPlot.paths.stepped({ align: 1 }),
+            points: { show: false },
+          },
+        ],
+        legend: { show: false },
+        cursor: { drag: { x: true, y: false } },
+        hooks: {
+          draw: [
+            (p) => {
+              const ctx = p.ctx;
+              ctx.save();
+              if (pk) {
+                // the peak: a dot and its value
+                const x = p.valToPos(pk.at, "x", true);
+                const y = p.valToPos(pk.bytes, "y", true);
+                ctx.fillStyle = "#E0201B";
+                ctx.beginPath();
+                ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
+                ctx.fill();
+                ctx.font = `${12 * devicePixelRatio}px sans-serif`;
+                ctx.textAlign = x > p.bbox.left + p.bbox.width * 0.7 ? "right" : "left";
+                ctx.fillText(
+                  ` peak ${fmtBytes(pk.bytes)} `,
+                  x,
+                  Math.max(p.bbox.top + 12 * devicePixelRatio, y - 8 * devicePixelRatio),
+                );
+              }
+              if (marker !== null) {
+                const x = p.valToPos(marker, "x", true);
+                ctx.strokeStyle = "#2A2C34";
+                ctx.setLineDash([4, 4]);
+                ctx.beginPath();
+                ctx.moveTo(x, p.bbox.top);
+                ctx.lineTo(x, p.bbox.top + p.bbox.height);
+                ctx.stroke();
+              }
+              ctx.restore();
+            },
+          ],
+        },
       },
-    }, [xs, ys], box);
+      [xs, ys],
+      box,
+    );
     let down = null;
-    u.over.addEventListener("mousedown", (ev) => { down = ev.clientX; });
+    u.over.addEventListener("mousedown", (ev) => {
+      down = ev.clientX;
+    });
     u.over.addEventListener("click", (ev) => {
       if (down !== null && Math.abs(ev.clientX - down) > 3) return; // a drag-zoom, not a click
       const t = u.posToVal(ev.offsetX, "x");
@@ -128,8 +189,11 @@ export async function render(root, [trace]) {
       else showAt(t);
     });
     plots.push({
-      allocator: alloc, plot: u, peak: pk,
-      point(t, bytes) { // page coordinates of (t, bytes) on this plot
+      allocator: alloc,
+      plot: u,
+      peak: pk,
+      point(t, bytes) {
+        // page coordinates of (t, bytes) on this plot
         const r = u.over.getBoundingClientRect();
         return { x: r.left + u.valToPos(t, "x"), y: r.top + u.valToPos(bytes, "y") };
       },

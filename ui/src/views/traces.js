@@ -4,41 +4,113 @@
 import { ApiError, enc, getJSON, request, upload } from "../api.js";
 import { el, errorBox, fmtBytes, fmtInt, fmtTime } from "../util.js";
 
-const FORMATS = ["auto", "tf-stepstats", "tf-oplist", "tf-opnames", "chainer-graph", "megengine-profile"];
+const FORMATS = [
+  "auto",
+  "pytorch-kineto",
+  "tf-stepstats",
+  "tf-oplist",
+  "tf-opnames",
+  "chainer-graph",
+  "megengine-profile",
+];
+
+/**
+ * The critical path's length: the dependency critical path's, else (a
+ * trace without dependencies between ops, like PyTorch's) the observed
+ * critical path's, labelled as such.
+ */
+function criticalPathCell(t, unit) {
+  const has = (v) => v !== null && v !== undefined;
+  if (has(t.critical_path_us)) {
+    return el(
+      "td.num",
+      {
+        "data-kind": "dependency",
+        "data-value": t.critical_path_us,
+        title: "critical path: the heaviest chain of dependent ops",
+      },
+      fmtTime(t.critical_path_us, unit),
+    );
+  }
+  if (has(t.observed_path_us)) {
+    return el(
+      "td.num",
+      {
+        "data-kind": "observed",
+        "data-value": t.observed_path_us,
+        title:
+          "observed critical path: the heaviest path through what actually ran (threads, launches, streams, syncs). " +
+          "This trace has no dependencies between ops, so it has no dependency critical path.",
+      },
+      `${fmtTime(t.observed_path_us, unit)} (observed)`,
+    );
+  }
+  return el("td.num", {}, "");
+}
 
 function traceRow(t, ctx, refresh) {
   const unit = t.time_unit === "step" ? "step" : "us";
   const link = (view, text) => el("a", { href: `#/${view}/${enc(t.trace)}` }, text);
-  return el("tr", { "data-trace": t.trace },
+  return el(
+    "tr",
+    { "data-trace": t.trace },
     el("td", {}, link("timeline", t.trace)),
     el("td", {}, t.framework || ""),
     el("td.num", {}, fmtInt(t.ops)),
     el("td.num", {}, t.span_us === null ? "" : fmtTime(t.span_us, unit)),
-    el("td.num", {}, t.critical_path_us === null ? "" : fmtTime(t.critical_path_us, unit)),
-    el("td.num", { title: t.memory_peak_bytes === null ? "" : `${fmtInt(t.memory_peak_bytes)} bytes` },
-      t.memory_peak_bytes === null ? "" : fmtBytes(t.memory_peak_bytes)),
-    el("td.actions", {},
-      link("timeline", "timeline"), " ", link("memory", "memory"), " ", link("graph", "graph"), " ",
-      link("analyses", "analyses"), " ",
-      el("button.danger", {
-        type: "button", "data-action": "drop",
-        onclick: async () => {
-          if (!window.confirm(`Drop trace "${t.trace}"? This deletes it from the database.`)) return;
-          try {
-            await request(`/traces/${enc(t.trace)}`, { method: "DELETE" });
-            if (ctx.current() === t.trace) ctx.setCurrent(null);
-            refresh();
-          } catch (err) {
-            window.alert(err.message);
-          }
+    criticalPathCell(t, unit),
+    el(
+      "td.num",
+      { title: t.memory_peak_bytes === null ? "" : `${fmtInt(t.memory_peak_bytes)} bytes` },
+      t.memory_peak_bytes === null ? "" : fmtBytes(t.memory_peak_bytes),
+    ),
+    el(
+      "td.actions",
+      {},
+      link("timeline", "timeline"),
+      " ",
+      link("memory", "memory"),
+      " ",
+      link("graph", "graph"),
+      " ",
+      link("analyses", "analyses"),
+      " ",
+      el(
+        "button.danger",
+        {
+          type: "button",
+          "data-action": "drop",
+          onclick: async () => {
+            if (!window.confirm(`Drop trace "${t.trace}"? This deletes it from the database.`)) return;
+            try {
+              await request(`/traces/${enc(t.trace)}`, { method: "DELETE" });
+              if (ctx.current() === t.trace) ctx.setCurrent(null);
+              refresh();
+            } catch (err) {
+              window.alert(err.message);
+            }
+          },
         },
-      }, "drop")));
+        "drop",
+      ),
+    ),
+  );
 }
 
 function uploader(ctx, refresh) {
   const files = el("input", { type: "file", multiple: true, id: "upload-files" });
-  const name = el("input", { type: "text", id: "upload-name", placeholder: "trace name", required: true, maxlength: 200 });
-  const format = el("select", { id: "upload-format" }, FORMATS.map((f) => el("option", { value: f }, f)));
+  const name = el("input", {
+    type: "text",
+    id: "upload-name",
+    placeholder: "trace name",
+    required: true,
+    maxlength: 200,
+  });
+  const format = el(
+    "select",
+    { id: "upload-format" },
+    FORMATS.map((f) => el("option", { value: f }, f)),
+  );
   const replace = el("input", { type: "checkbox", id: "upload-replace" });
   const bar = el("progress", { max: 1, value: 0, hidden: true, id: "upload-progress" });
   const status = el("span.status", { id: "upload-status", role: "status" });
@@ -52,7 +124,10 @@ function uploader(ctx, refresh) {
   files.addEventListener("change", () => choose(files.files));
 
   const zone = el("div.dropzone", { id: "dropzone" }, "Drop trace files here, or ", files);
-  zone.addEventListener("dragover", (ev) => { ev.preventDefault(); zone.classList.add("over"); });
+  zone.addEventListener("dragover", (ev) => {
+    ev.preventDefault();
+    zone.classList.add("over");
+  });
   zone.addEventListener("dragleave", () => zone.classList.remove("over"));
   zone.addEventListener("drop", (ev) => {
     ev.preventDefault();
@@ -66,7 +141,8 @@ function uploader(ctx, refresh) {
       const p = job.progress || {};
       bar.max = 1;
       bar.value = p.fraction ?? 0;
-      status.textContent = `ingesting: ${job.status}, ${job.phase}` + (p.total ? ` (${fmtInt(p.done)} of ${fmtInt(p.total)})` : "");
+      status.textContent =
+        `ingesting: ${job.status}, ${job.phase}` + (p.total ? ` (${fmtInt(p.done)} of ${fmtInt(p.total)})` : "");
       if (job.status === "done") return job.result;
       if (job.status === "failed") throw new ApiError(job.error_status || 400, job.error || "ingest failed");
       await new Promise((r) => setTimeout(r, 400));
@@ -76,7 +152,10 @@ function uploader(ctx, refresh) {
 
   async function submit(ev) {
     ev.preventDefault();
-    if (!chosen.length) { status.textContent = "choose or drop a file first"; return; }
+    if (!chosen.length) {
+      status.textContent = "choose or drop a file first";
+      return;
+    }
     const form = new FormData();
     form.append("trace", name.value.trim());
     form.append("format", format.value);
@@ -108,12 +187,21 @@ function uploader(ctx, refresh) {
     }
   }
   const go = el("button", { type: "submit", id: "upload-go" }, "Upload");
-  return el("form.upload", { onsubmit: submit },
-    el("h2", {}, "Upload"), zone,
-    el("div.row", {},
-      el("label", {}, "name ", name), el("label", {}, "format ", format),
-      el("label", {}, replace, " replace"), go),
-    el("div.row", {}, bar, status));
+  return el(
+    "form.upload",
+    { onsubmit: submit },
+    el("h2", {}, "Upload"),
+    zone,
+    el(
+      "div.row",
+      {},
+      el("label", {}, "name ", name),
+      el("label", {}, "format ", format),
+      el("label", {}, replace, " replace"),
+      go,
+    ),
+    el("div.row", {}, bar, status),
+  );
 }
 
 export async function render(root, _parts, _query, ctx) {
@@ -122,11 +210,24 @@ export async function render(root, _parts, _query, ctx) {
     try {
       const traces = await ctx.traces(true);
       const rows = traces.map((t) => traceRow(t, ctx, refresh));
-      list.replaceChildren(traces.length
-        ? el("table.results#traces-table", {},
-          el("thead", {}, el("tr", {}, ["trace", "framework", "ops", "span", "critical path", "memory peak", ""].map((h) => el("th", {}, h)))),
-          el("tbody", {}, rows))
-        : el("p.empty", {}, "No traces yet: upload one below."));
+      list.replaceChildren(
+        traces.length
+          ? el(
+              "table.results#traces-table",
+              {},
+              el(
+                "thead",
+                {},
+                el(
+                  "tr",
+                  {},
+                  ["trace", "framework", "ops", "span", "critical path", "memory peak", ""].map((h) => el("th", {}, h)),
+                ),
+              ),
+              el("tbody", {}, rows),
+            )
+          : el("p.empty", {}, "No traces yet: upload one below."),
+      );
     } catch (err) {
       list.replaceChildren(errorBox(err));
     }
