@@ -25,11 +25,11 @@ from typing import Any
 import pandas as pd
 
 from tracegraph.dag import Dag
-from tracegraph.ingest import schema
+from tracegraph import schema
 
 # The columns each parser fills, in order: the contract between parsers,
 # enrichment and the loader (every column, with its type and meaning, is
-# declared in :mod:`tracegraph.ingest.schema`).
+# declared in :mod:`tracegraph.schema`).
 OP_COLUMNS = schema.TABLE["ops"].names(schema.PARSER)
 KERNEL_COLUMNS = schema.TABLE["kernels"].names(schema.PARSER)
 TENSOR_COLUMNS = schema.TABLE["tensors"].names(schema.PARSER)
@@ -42,7 +42,7 @@ STREAM_COLUMNS = schema.TABLE["streams"].names(schema.PARSER)
 ALLOCATOR_COLUMNS = schema.TABLE["allocators"].names(schema.PARSER)
 SYNC_KINDS = ("host_wait", "stream_wait")
 
-FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch")
+FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch", "jax")
 TIME_UNITS = ("us", "step", "none")
 
 # One row of a frame as the parsers build it: column name -> value (the

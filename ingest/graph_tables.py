@@ -16,7 +16,7 @@ import pandas as pd
 
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
-from tracegraph.ingest import schema
+from tracegraph import schema
 from tracegraph.ingest.enrich import Summary
 from tracegraph.ingest.frames import TraceFrames
 
@@ -86,7 +86,7 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         "host_waits": syncs[syncs["kind"] == "host_wait"],
         "stream_waits": syncs[syncs["kind"] == "stream_wait"],
         **{
-            f"observed_next_{a[0].lower()}{b[0].lower()}": nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
+            schema.observed_next_table(a, b): nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
             for a in ("Op", "Kernel")
             for b in ("Op", "Kernel")
         },

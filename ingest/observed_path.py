@@ -75,7 +75,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from tracegraph.ingest import schema
+from tracegraph import schema
 from tracegraph.ingest.formats.kit import Role
 from tracegraph.ingest.frames import TraceFrames
 

@@ -110,9 +110,9 @@ def test_the_rules_see_every_package():
 
 
 def test_schema_page_is_the_declarations():
-    """cypher/SCHEMA.md's node and relationship tables are ingest/schema.py's."""
-    from tracegraph.ingest import schema
+    """cypher/SCHEMA.md's node and relationship tables are tracegraph/schema.py's."""
+    from tracegraph import schema
 
     text = (ROOT / "cypher" / "SCHEMA.md").read_text(encoding="utf-8")
-    begin, end = "<!-- generated: python -m tracegraph.ingest.schema -->\n", "\n<!-- end generated -->"
+    begin, end = "<!-- generated: python -m tracegraph.schema -->\n", "\n<!-- end generated -->"
     assert text[text.index(begin) + len(begin) : text.index(end)] == schema.markdown()

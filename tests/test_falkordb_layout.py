@@ -189,7 +189,8 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     import threading
 
     from tracegraph.db.embedded import EmbeddedServer
-    from tracegraph.db.falkor import LAYOUT, FalkorGraph
+    from tracegraph.db.falkor import FalkorGraph
+    from tracegraph.db.falkor_layout import LAYOUT
 
     server = EmbeddedServer(tmp_path / "home")
     sock = server.acquire()

@@ -144,12 +144,12 @@ def _dump(graph, trace: str):
 
 
 def test_batch_boundaries_change_nothing(graph, monkeypatch):
-    from tracegraph.db import falkor_load, neo4j_db
+    from tracegraph.db import falkor_load, neo4j_publish
 
     ingest(graph, [SEED_STEPSTATS], "batches-default")
     monkeypatch.setattr(falkor_load, "BATCH_ROWS", 7)
     monkeypatch.setattr(falkor_load, "IN_FLIGHT", 1)
-    monkeypatch.setattr(neo4j_db, "BATCH_ROWS", 7)
+    monkeypatch.setattr(neo4j_publish, "BATCH_ROWS", 7)
     ingest(graph, [SEED_STEPSTATS], "batches-small")
     a, b = _dump(graph, "batches-default"), _dump(graph, "batches-small")
     assert a == b
@@ -237,10 +237,10 @@ def ingest_counts(path: Path) -> list[int]:
 
 
 def test_every_stored_property_is_declared(graph):
-    """Nothing reaches the database that ingest/schema.py does not declare."""
+    """Nothing reaches the database that tracegraph/schema.py does not declare."""
     from conftest import EXAMPLES
 
-    from tracegraph.ingest import schema
+    from tracegraph import schema
 
     declared = {t.label: set(t.properties()) | {"trace", "uid"} for t in schema.NODE_TABLES}
     declared["Trace"] = {c.name for c in schema.TRACE_PROPERTIES} | {"trace", "uid"}

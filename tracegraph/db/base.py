@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:  # pandas costs ~0.2 s to import; a CLI query must not pay it
     import pandas as pd
 
+from tracegraph import schema
 from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 
 # The layout of a stored trace (labels, properties, relationships), stored
@@ -27,19 +28,8 @@ from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 # instead of answering from properties it does not have.
 SCHEMA_VERSION = 5
 
-# Labels whose nodes carry (trace, uid).
-LABELS = (
-    "Trace",
-    "OpTotals",
-    "Op",
-    "Kernel",
-    "Tensor",
-    "Allocation",
-    "Device",
-    "Stream",
-    "Allocator",
-    "MemoryTimeline",
-)
+# Labels whose nodes carry (trace, uid): the Trace node's and every node table's.
+LABELS = ("Trace", *(t.label for t in schema.NODE_TABLES if t.label is not None))
 # The per-trace nodes that cross-trace analyses (trace-diff, trace-diff-summary)
 # read: an engine that keeps each trace apart must also keep these together.
 CATALOG_LABELS = ("Trace", "OpTotals")
@@ -246,18 +236,29 @@ class Deadline:
     whatever it answers late is dropped.
     """
 
+    # How long close() waits for statements given up on: the engine's own
+    # timeout stops them soon after their limit (Neo4j checks every ~2 s).
+    CLOSE_WAIT_S = 10.0
+
     def __init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="tracegraph-timed")
+        self._running: set[concurrent.futures.Future[Any]] = set()
 
     def run(self, limit_ms: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, or QueryTimeout once ``limit_ms`` has passed."""
         future = self._pool.submit(fn, *args, **kwargs)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
         try:
             return future.result(timeout=limit_ms / 1000)
         except concurrent.futures.TimeoutError:
             raise QueryTimeout(f"the query timed out: it ran past its time limit of {limit_ms:,} ms") from None
 
     def close(self) -> None:
+        """Wait (a bounded while) for statements still running after their
+        caller gave up: they hold pooled connections, and closing a driver
+        under a connection in use breaks it (the engine stops them soon)."""
+        concurrent.futures.wait(list(self._running), timeout=self.CLOSE_WAIT_S)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

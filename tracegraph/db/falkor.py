@@ -8,7 +8,7 @@ Layout (``P`` is the graph name of the URI, ``tracegraph`` by default):
   ``OpTotals`` nodes, which listing and the cross-trace analyses read;
 * ``P:load:ID``: a load in progress, owned by the client connection named
   ``tracegraph-load:ID`` (the lease: it dies with the loader's process);
-* ``P:layout``: the layout's version (3).
+* ``P:layout``: the layout's version (:mod:`tracegraph.db.falkor_layout`).
 
 Why a graph per trace: FalkorDB 4.16 corrupts a graph that has deleted
 node slots below live nodes past id 16,384 once the graph goes through an
@@ -52,6 +52,7 @@ from tracegraph.db.base import (
     relationship_value,
     rows_query,
 )
+from tracegraph.db.falkor_layout import check_layout
 from tracegraph.errors import (
     Conflict,
     DatabaseError,
@@ -63,7 +64,6 @@ from tracegraph.errors import (
     first_line,
 )
 
-LAYOUT = "3"
 _SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
 LEASE_PREFIX = "tracegraph-load:"
 # Embedded: rewrite the append-only file once loads have grown it by this
@@ -100,7 +100,7 @@ class FalkorGraph:
         except redis.RedisError as e:
             raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {first_line(e)}") from None
         self._deadline = Deadline()
-        self._check_layout()
+        check_layout(self._redis, self.prefix, self._where, self.backend)
 
     # -- keys --------------------------------------------------------------
 
@@ -109,66 +109,6 @@ class FalkorGraph:
 
     def _load_key(self, load_id: str) -> str:
         return f"{self.prefix}:load:{load_id}"
-
-    def _check_layout(self) -> None:
-        """Refuse a database in another layout; claim an empty one.
-
-        A layout key, once set, never changes: one GET settles every open
-        but the first. The claim (the catalog's indexes, which create its
-        key, and the layout key) is one MULTI/EXEC, and what was read under
-        WATCH counts only once an EXEC has confirmed that neither key
-        changed since: two plain reads could straddle another process's
-        claim and see its catalog without its layout key (CI saw that once,
-        as "layout of 0.1")."""
-        layout_key = f"{self.prefix}:layout"
-        found = self._layout(self._redis.get(layout_key))
-        if found is None:
-            found = self._claim(layout_key)
-        if found == LAYOUT:
-            return
-        if found != "0.1":
-            raise DatabaseError(
-                f"the FalkorDB graph {self.prefix!r} at {self._where} has layout {found}, "
-                f"this tracegraph reads layout {LAYOUT}: use the tracegraph that wrote it"
-            )
-        what_to_do = "move the data directory away" if self.backend == "embedded" else f"delete the key {self.prefix!r}"
-        raise DatabaseError(
-            f"the FalkorDB graph {self.prefix!r} at {self._where} holds traces in the layout of tracegraph 0.1 "
-            "(every trace in one graph, which FalkorDB can corrupt on replace or drop); tracegraph 0.2 cannot "
-            f"read it: {what_to_do} and ingest the traces again"
-        )
-
-    @staticmethod
-    def _layout(raw: Any) -> str | None:
-        return raw.decode() if isinstance(raw, bytes) else raw
-
-    def _claim(self, layout_key: str) -> str:
-        """The layout of a database that had no layout key: ours once this
-        process or another has claimed it, ``0.1`` when a catalog graph
-        exists without a layout key."""
-        with self._redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    pipe.watch(layout_key, self.prefix)
-                    found = self._layout(pipe.get(layout_key))
-                    if found is not None:
-                        return found
-                    legacy = bool(pipe.exists(self.prefix))
-                    pipe.multi()
-                    if legacy:
-                        pipe.get(layout_key)  # only confirms what was read
-                    else:
-                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)")
-                        pipe.execute_command("GRAPH.QUERY", self.prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)")
-                        pipe.set(layout_key, LAYOUT)
-                    replies = pipe.execute(raise_on_error=False)
-                    break
-                except redis.WatchError:
-                    continue  # another process changed it meanwhile: look again
-        failed = [r for r in replies if isinstance(r, Exception)]
-        if failed:
-            raise DatabaseError(f"FalkorDB at {self._where} refused to set up the catalog: {first_line(failed[0])}")
-        return "0.1" if legacy else LAYOUT
 
     # -- statements --------------------------------------------------------
 

@@ -1,42 +1,17 @@
-"""Neo4j 5 through the official ``neo4j`` driver.
+"""Neo4j 5 through the official ``neo4j`` driver: statements, transactions,
+errors and values.
 
 Layout: every trace in one database, told apart by the ``trace`` property
 that every node carries; ``(trace, uid)`` is unique per label (constraint)
-and ``trace`` is indexed. The Trace node's ``status`` says what readers
-may use: ``ready``; not ``loading`` or ``dropping``; and ``swapping``, a
-replace in progress, is waited for (:meth:`Neo4jGraph.trace_facts`).
-
-Neo4j caps a transaction's memory (70% of the heap by default) and a
-100k-op trace has half a million nodes, so nothing here holds more than a
-batch in one transaction; atomicity comes from the Trace node instead:
-
-* a new trace is loaded under its name with status ``loading`` and turns
-  ``ready`` in one small transaction at the end;
-* a replacement is loaded under ``NAME~load~ID``; then the old Trace node
-  turns ``swapping`` (readers wait), the old version's nodes move to
-  ``NAME~drop~ID`` and the new one's to ``NAME`` in batches, one small
-  transaction swaps the two Trace nodes, and the old version is deleted;
-* a drop turns the Trace node ``dropping`` (gone for readers at once) and
-  deletes its nodes in batches.
-
-Each step can be finished by someone else: a loader keeps a transaction
-open for as long as it works, with metadata ``{"tracegraph_lease": ID}``
-(its lease). The server ends that transaction when the loader's
-connection goes, so ``SHOW TRANSACTIONS`` tells at once whether the owner
-of a half-done load, swap or drop is alive; :meth:`Neo4jGraph.sweep` (run
-by every load and drop) deletes dead loads and drops and finishes dead
-swaps, so the new version stands.
+and ``trace`` is indexed. How a trace is published all or nothing (the
+Trace node's status, leases, swaps in batches) is
+:mod:`tracegraph.db.neo4j_publish`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
 import re
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -54,26 +29,21 @@ from neo4j.exceptions import (
 )
 from neo4j.graph import Node, Path, Relationship
 
-from tracegraph.db import load_plan
 from tracegraph.db.base import (
     LABELS,
     Deadline,
     Progress,
     Result,
     TraceTables,
-    check_trace_name,
-    checkpoint,
-    name_taken,
     node_value,
     path_value,
     relationship_value,
     rows_query,
 )
-from tracegraph.db.values import column_values
+from tracegraph.db.neo4j_publish import Publisher
 from tracegraph.errors import (
     Conflict,
     DatabaseError,
-    NotFound,
     QueryError,
     QueryTimeout,
     ReadOnlyViolation,
@@ -88,17 +58,6 @@ T = TypeVar("T")
 # errors instead (``--debug`` configures logging and shows the driver's).
 logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
-# Rows per UNWIND batch (TRACEGRAPH_NEO4J_BATCH_ROWS); bench/RESULTS.md has the measurements.
-BATCH_ROWS = int(os.environ.get("TRACEGRAPH_NEO4J_BATCH_ROWS", "10000"))
-# Nodes deleted per transaction (with their relationships: an op has a
-# dozen), and renamed per transaction; each within Neo4j's default
-# transaction memory on a 1 GB heap.
-DELETE_BATCH = 5000
-RENAME_BATCH = int(os.environ.get("TRACEGRAPH_NEO4J_RENAME_BATCH", "20000"))
-LEASE_KEY = "tracegraph_lease"
-# How long a reader waits for another process's replace to swap versions.
-SWAP_WAIT_S = 300.0
-
 
 class Neo4jGraph:
     """One Neo4j database (default: the server's default database)."""
@@ -110,6 +69,7 @@ class Neo4jGraph:
         self._database = database
         self._schema_ready = False
         self._deadline = Deadline()
+        self._publisher = Publisher(self)
         try:
             self._driver = GraphDatabase.driver(
                 uri, auth=auth, user_agent="tracegraph", notifications_min_severity=NotificationMinimumSeverity.OFF
@@ -238,209 +198,24 @@ class Neo4jGraph:
         res = self.run(rows_query(label, columns, where), trace=trace, timeout_ms=timeout_ms)
         return [tuple(None if v is None else kind(v) for v, kind in zip(row, columns.values())) for row in res.rows]
 
-    # -- storing -----------------------------------------------------------
+    # -- storing: the protocol is neo4j_publish's --------------------------
 
     def trace_facts(self, name: str) -> dict[str, Any] | None:
-        """The ready trace's Trace node properties. While a replace swaps
-        versions (status ``swapping``), wait for it; if its process died,
-        finish the swap first (:meth:`sweep`)."""
-        deadline = time.monotonic() + SWAP_WAIT_S
-        while True:
-            res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t", {"name": name})
-            props: dict[str, Any] | None = res.rows[0][0]["properties"] if res.rows else None
-            if props is None or props.get("status") != "swapping":
-                return props if props and props.get("status") == "ready" else None
-            if props.get("lease") not in self._live_leases():
-                self.sweep()
-            elif time.monotonic() > deadline:
-                raise DatabaseError(
-                    f"trace {name!r} is being replaced by another process (for over {SWAP_WAIT_S:.0f} s); try again"
-                )
-            else:
-                time.sleep(0.2)
+        return self._publisher.trace_facts(name)
 
     def list_traces(self) -> list[dict[str, Any]]:
-        """Ready traces, and a trace being replaced with its old facts (its
-        swap is invisible to a listing)."""
-        res = self.run("MATCH (t:Trace) WHERE t.status IN ['ready', 'swapping'] RETURN t ORDER BY t.trace")
-        return [{**r[0]["properties"], "status": "ready"} for r in res.rows]
+        return self._publisher.list_traces()
 
     def store_trace(
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
-        check_trace_name(name)
-        self.ensure_schema()
-        self.sweep()
-        current = self._status(name)
-        if current is not None and current != "ready":
-            raise Conflict(f"trace {name!r} is being {current.removesuffix('ing')}ed by another process; try again")
-        if current == "ready" and not replace:
-            raise name_taken(name)
-        lease_id = uuid.uuid4().hex
-        # A new name is loaded under that name (readers wait for `ready`); a
-        # replacement under a name of its own, swapped in when complete.
-        target = name if current is None else f"{name}~load~{lease_id}"
-        with _Lease(self, lease_id):
-            try:
-                props = {**tables.trace_props, "trace": target, "uid": "trace", "status": "loading", "lease": lease_id}
-                try:
-                    self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
-                except Conflict:  # another process created that Trace node meanwhile
-                    raise Conflict(f"trace {name!r} is being loaded by another process; try again") from None
-                checkpoint("load-started")
-                counts = _load(self, target, tables, progress)
-                checkpoint("load-written")
-                if target == name:
-                    self.run(
-                        "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease",
-                        {"name": name},
-                        write=True,
-                    )
-                else:
-                    self._swap(name, target, f"{name}~drop~{lease_id}", lease_id)
-                checkpoint("load-published")
-            except BaseException:
-                # A swap under way is left for the next sweep to finish (the
-                # new version is complete); anything else is removed.
-                with contextlib.suppress(DatabaseError, QueryError):
-                    if target == name or self._status(name) != "swapping":
-                        self._delete_all(target)
-                raise
-        return counts
-
-    def _status(self, name: str) -> str | None:
-        res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status", {"name": name})
-        return str(res.rows[0][0]) if res.rows else None
-
-    def _swap(self, name: str, temp: str, grave: str, lease_id: str) -> None:
-        """Replace ``name`` by the complete version loaded as ``temp``, in
-        steps that a later sweep can finish if this process dies: the old
-        Trace node says ``swapping`` (readers wait), the old version's nodes
-        go to ``grave`` and the new one's to ``name`` in batches, then one
-        transaction swaps the two Trace nodes; the old version is deleted.
-        No transaction holds more than a batch: Neo4j caps a transaction's
-        memory, and a 100k-op trace has half a million nodes."""
-        res = self.run(
-            "MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' "
-            "SET t.status = 'swapping', t.swap_phase = 'old-out', t.lease = $lease, "
-            "t.replacement = $temp, t.grave = $grave RETURN count(t)",
-            {"name": name, "lease": lease_id, "temp": temp, "grave": grave},
-            write=True,
-        )
-        if not res.rows or not res.rows[0][0]:
-            raise Conflict(f"trace {name!r} changed while it was being replaced; try again")
-        checkpoint("swap-started")
-        self._finish_swap(name, temp, grave, "old-out")
-
-    def _finish_swap(self, name: str, temp: str, grave: str, phase: str) -> None:
-        """The swap from ``phase`` on: ``old-out`` (the old version's nodes
-        moving to ``grave``), then ``new-in`` (the new one's to ``name``; the
-        old Trace node, which stays ``name`` till the end, records the
-        phase), then the flip of the two Trace nodes."""
-        if phase == "old-out":
-            self._rename_all(name, grave)
-            self.run(
-                "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.swap_phase = 'new-in'", {"name": name}, write=True
-            )
-        self._rename_all(temp, name)
-        checkpoint("swap-renamed")
-
-        def flip(tx: Any) -> None:
-            tx.run(
-                "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.trace = $grave, t.status = 'dropping' "
-                "REMOVE t.replacement, t.grave, t.swap_phase",
-                name=name,
-                grave=grave,
-            ).consume()
-            tx.run(
-                "MATCH (t:Trace {trace: $temp, uid: 'trace'}) SET t.trace = $name, t.status = 'ready' REMOVE t.lease",
-                temp=temp,
-                name=name,
-            ).consume()
-
-        self._transaction(flip, write=True)
-        self._delete_all(grave)
-
-    def _rename_all(self, old: str, new: str) -> None:
-        """Every node of ``old`` but its Trace node renamed to ``new``, a batch per transaction."""
-        self._in_batches(old, "SET n.trace = $new", {"new": new}, RENAME_BATCH, checkpoint_name="swap-batch")
-
-    def _in_batches(
-        self, trace: str, action: str, params: dict[str, Any], batch: int, *, checkpoint_name: str | None = None
-    ) -> None:
-        """Apply ``action`` (to ``n``) to every node of ``trace`` but its
-        Trace node, ``batch`` nodes per transaction, until none is left to
-        match; the action must make a node stop matching (rename or delete)."""
-        for label in LABELS:
-            keep = " AND n.uid <> 'trace'" if label == "Trace" else ""
-            while True:
-                res = self.run(
-                    f"MATCH (n:{label} {{trace: $trace}}) WHERE true{keep} WITH n LIMIT {batch} "
-                    f"{action} RETURN count(*)",
-                    {**params, "trace": trace},
-                    write=True,
-                )
-                if not res.rows or int(res.rows[0][0]) == 0:
-                    break
-                if checkpoint_name:
-                    checkpoint(checkpoint_name)
+        return self._publisher.store_trace(name, tables, replace=replace, progress=progress)
 
     def drop_trace(self, name: str) -> int:
-        """One small transaction marks the trace ``dropping`` (gone for
-        every reader at once); its nodes are then deleted in batches, and a
-        sweep finishes the deletion if this process dies."""
-        self.sweep()
-        lease_id = uuid.uuid4().hex
-        with _Lease(self, lease_id):
-            checkpoint("drop-started")
-            res = self.run(
-                "MATCH (t:Trace {trace: $name, uid: 'trace'}) WHERE t.status = 'ready' "
-                "SET t.status = 'dropping', t.lease = $lease RETURN t.node_count",
-                {"name": name, "lease": lease_id},
-                write=True,
-            )
-            if not res.rows:
-                raise NotFound(f"no trace named {name!r}")
-            checkpoint("drop-marked")
-            self._delete_all(name)
-            checkpoint("drop-done")
-        return int(res.rows[0][0] or 0)
+        return self._publisher.drop_trace(name)
 
     def sweep(self) -> list[str]:
-        """Finish what processes that died left half done: a replace's swap
-        (finished, so the new version stands), a load (deleted), a drop
-        (deleted). A process that is alive holds its lease."""
-        leftovers = self.run(
-            "MATCH (t:Trace) WHERE t.status IN ['loading', 'dropping', 'swapping'] "
-            "RETURN t.trace, t.status, t.lease, t.replacement, t.grave, t.swap_phase"
-        )
-        if not leftovers.rows:
-            return []
-        live = self._live_leases()
-        done = []
-        dead = [row for row in leftovers.rows if row[2] not in live]
-        replacements = {row[3] for row in dead if row[1] == "swapping"}
-        for trace, status, _lease, replacement, grave, phase in dead:
-            if status == "swapping":
-                self._finish_swap(trace, replacement, grave, phase)
-                done.append(trace)
-        for trace, status, _lease, _replacement, _grave, _phase in dead:
-            if status != "swapping" and trace not in replacements:
-                self._delete_all(trace)
-                done.append(trace)
-        return done
-
-    def _live_leases(self) -> set[str]:
-        res = self.run(
-            f"SHOW TRANSACTIONS YIELD metaData WHERE metaData.{LEASE_KEY} IS NOT NULL RETURN metaData.{LEASE_KEY}"
-        )
-        return {r[0] for r in res.rows}
-
-    def _delete_all(self, trace: str) -> None:
-        """Delete every node of ``trace`` in batches, its Trace node last (so
-        that an interrupted deletion is still found by the next sweep)."""
-        self._in_batches(trace, "DETACH DELETE n", {}, DELETE_BATCH)
-        self.run("MATCH (t:Trace {trace: $trace}) DETACH DELETE t", {"trace": trace}, write=True)
+        return self._publisher.sweep()
 
     # -- the rest of the interface ----------------------------------------
 
@@ -451,27 +226,6 @@ class Neo4jGraph:
     def close(self) -> None:
         self._deadline.close()
         self._driver.close()
-
-
-class _Lease:
-    """An open, idle transaction whose metadata names ``lease_id``: proof,
-    for as long as this process lives, that its load or drop is alive."""
-
-    def __init__(self, graph: Neo4jGraph, lease_id: str) -> None:
-        self.graph, self.lease_id = graph, lease_id
-
-    def __enter__(self) -> _Lease:
-        driver = self.graph._driver
-        self.session = driver.session(database=self.graph._database, default_access_mode="READ")
-        self.tx = self.session.begin_transaction(metadata={LEASE_KEY: self.lease_id})
-        self.tx.run("RETURN 1").consume()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.tx.close()
-        finally:
-            self.session.close()
 
 
 def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
@@ -487,57 +241,6 @@ def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
         "properties_set": c.properties_set,
     }
     return Result(columns=keys, rows=rows, stats=stats)
-
-
-def _load(graph: Neo4jGraph, trace: str, tables: TraceTables, progress: Progress | None) -> dict[str, dict[str, int]]:
-    """The passes of :mod:`load_plan` as ``UNWIND`` batches of positional
-    rows (a null is a property not set), the other ends of relationships
-    found through the (trace, uid) constraint's index. Counts are checked
-    per batch."""
-    ints = tables.int_columns
-    total = tables.elements()
-    tables_frames = load_plan.frames(tables)
-    done = 0
-    for p in load_plan.passes(tables):
-        for g in load_plan.groups(p, tables_frames, ints):
-            query = _pass_query(p, g)
-            head = [] if p.label is not None else [column_values(g.rows[p.anchor], False)]
-            head += [column_values(g.rows[rel.column], False) for rel in g.rels]
-            rows = [list(r) for r in zip(*head, *g.values)]
-            rels = load_plan.relationships_per_row(p, g)
-            for i in range(0, len(rows), BATCH_ROWS):
-                batch = rows[i : i + BATCH_ROWS]
-                res = graph.run(query, {"rows": batch, "trace": trace}, write=True)
-                want = {
-                    "nodes_created": len(batch) if p.label is not None else 0,
-                    "relationships_created": len(batch) * rels,
-                }
-                got = {k: res.stats.get(k, 0) for k in want}
-                if got != want:
-                    raise DatabaseError(f"Neo4j made {got} of {want} in a batch of {p.label or p.anchor_label}")
-                done += len(batch) * load_plan.elements_per_row(p, g)
-                if progress:
-                    progress(done, total)
-    counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
-    return counts
-
-
-def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
-    """Rows are ``[anchor uid (relationship passes), other ends' uids...,
-    values...]``; every existing node is found by its (trace, uid)."""
-    ends = [f"x{k}" for k in range(len(g.rels))]
-    lookups = ([] if p.label is not None else [("a", p.anchor_label)]) + [(e, r.other) for e, r in zip(ends, g.rels)]
-    member = p.member is not None and p.label is not None
-    # The hints pin the (trace, uid) seeks: a plan made while the database
-    # (or the label) was empty would scan instead, and plans are cached.
-    q = ["MATCH (t:Trace {trace: $trace, uid: 'trace'}) USING INDEX t:Trace(trace, uid)"] if member else []
-    q.append("UNWIND $rows AS r")
-    q += [
-        f"MATCH ({v}:{label} {{trace: $trace, uid: r[{k}]}}) USING INDEX {v}:{label}(trace, uid)"
-        for k, (v, label) in enumerate(lookups)
-    ]
-    q += load_plan.creates(p, g, "n" if p.label is not None else "a", ends, len(lookups))
-    return " ".join(q)
 
 
 def _value(v: Any) -> Any:

@@ -10,7 +10,7 @@ every property of the Trace node.
 Everything else reads these declarations: the parsers' column contract
 (``frames.OP_COLUMNS``...), :meth:`TraceFrames.check`, the tables the
 loaders write (:mod:`graph_tables`) and the node and relationship tables of
-``cypher/SCHEMA.md``, which ``python -m tracegraph.ingest.schema`` prints
+``cypher/SCHEMA.md``, which ``python -m tracegraph.schema`` prints
 and a test compares.
 """
 
@@ -319,6 +319,11 @@ def _r(
     return Relationship(type_, start, end, table, src, dst, properties, meaning)
 
 
+def observed_next_table(src_label: str, dst_label: str) -> str:
+    """The table of OBSERVED_NEXT relationships between two labels (Op or Kernel)."""
+    return f"observed_next_{src_label[0].lower()}{dst_label[0].lower()}"
+
+
 RELATIONSHIPS: tuple[Relationship, ...] = (
     _r("ON_DEVICE", "Stream", "Device", "streams", "uid", "device", "placement"),
     _r("ON_DEVICE", "Allocator", "Device", "allocators", "uid", "device", "placement"),
@@ -402,7 +407,7 @@ RELATIONSHIPS: tuple[Relationship, ...] = (
             "OBSERVED_NEXT",
             a,
             b,
-            f"observed_next_{a[0].lower()}{b[0].lower()}",
+            observed_next_table(a, b),
             "src",
             "dst",
             "consecutive events on the observed critical path; `step` is the segment it leaves from",
@@ -439,7 +444,7 @@ TRACE_PROPERTIES: tuple[Column, ...] = (
         STORE,
     ),
     _c("schema_version", "int", "the layout this page describes; analyses refuse a trace stored with another", STORE),
-    _c("framework", "str", "tensorflow / pytorch / chainer / megengine", ENRICH),
+    _c("framework", "str", "tensorflow / pytorch / jax / chainer / megengine", ENRICH),
     _c("time_unit", "str", "`us`, `step` or `none`", ENRICH),
     _c("sources", "json", "the files it was read from", ENRICH),
     _c("ingested_at", "str", "when it was stored (ISO 8601, UTC)", STORE),
