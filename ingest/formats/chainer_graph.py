@@ -71,18 +71,10 @@ from pathlib import Path
 from typing import Any
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kit import FormatInfo, Joins
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS,
-    ALLOCATOR_COLUMNS,
-    CONSUME_COLUMNS,
-    DEP_COLUMNS,
-    DEVICE_COLUMNS,
-    OP_COLUMNS,
-    TENSOR_COLUMNS,
     Row,
     TraceFrames,
-    frame,
 )
 from tracegraph.ingest.source import head_lines
 from tracegraph.ingest.source import lines as source_lines
@@ -293,21 +285,14 @@ def _frames(path: Path, blocks: dict[int, Block], applies: list[Apply]) -> Trace
     allocations = [_allocation(t, blocks, producer, readers, seq, len(order)) for t in tensors.values()]
     for t in tensors.values():
         del t["_block"]
-    frames = TraceFrames(
-        framework="chainer",
-        sources=[str(path)],
-        time_unit="step",
-        ops=frame(ops, OP_COLUMNS),
-        tensors=frame(list(tensors.values()), TENSOR_COLUMNS),
-        consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(deps, DEP_COLUMNS),
-        allocations=frame(allocations, ALLOCATION_COLUMNS),
-        devices=frame([{"uid": DEVICE, "name": "chainer", "kind": "device"}], DEVICE_COLUMNS),
-        allocators=frame([{"uid": ALLOCATOR, "name": "chainer", "device": DEVICE}], ALLOCATOR_COLUMNS),
-        meta={"memory_blocks": len(blocks), "functions": len(applies)},
-    )
-    frames.check()
-    return frames
+    b = FramesBuilder(FORMAT.framework, [str(path)], time_unit="step")
+    # The dump does not say which device: one of kind ``device`` (the uids DEVICE and ALLOCATOR).
+    b.allocator("chainer", b.device("chainer", "device"))
+    b.ops, b.consumes, b.allocations = ops, consumes, allocations
+    b.tensors = tensors
+    b.deps = {(d["src"], d["dst"]): d for d in deps}
+    b.meta = {"memory_blocks": len(blocks), "functions": len(applies)}
+    return b.build()
 
 
 _Readers = dict[str, list[tuple[Apply, int]]]  # tensor uid -> (reader, line of the input)

@@ -64,20 +64,11 @@ from pathlib import Path
 from typing import Any
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kit import FormatInfo, Joins, device_kind
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS,
-    ALLOCATOR_COLUMNS,
-    CONSUME_COLUMNS,
-    DEP_COLUMNS,
-    DEVICE_COLUMNS,
-    KERNEL_COLUMNS,
-    OP_COLUMNS,
-    STREAM_COLUMNS,
     TENSOR_COLUMNS,
     Row,
     TraceFrames,
-    frame,
 )
 from tracegraph.ingest.source import read_text
 
@@ -559,20 +550,15 @@ class _Build:
         nodes = list(self.comp_nodes)
         streams = sorted({k["stream"][2:] for k in self.kernels})
         tensors = [{c: t[c] for c in TENSOR_COLUMNS} for t in self.tensors.values()]
-        return TraceFrames(
-            framework="megengine",
-            sources=[str(self.path)],
-            time_unit=self.unit,
-            ops=frame(list(self.ops.values()), OP_COLUMNS),
-            kernels=frame(self.kernels, KERNEL_COLUMNS),
-            tensors=frame(tensors, TENSOR_COLUMNS),
-            consumes=frame(self.consumes, CONSUME_COLUMNS),
-            deps=frame(list(self.deps.values()), DEP_COLUMNS),
-            allocations=frame(self.allocations, ALLOCATION_COLUMNS),
-            devices=frame([{"uid": f"dev:{n}", "name": n, "kind": device_kind(n)} for n in nodes], DEVICE_COLUMNS),
-            streams=frame(
-                [{"uid": f"s:{n}", "device": f"dev:{n}", "name": n, "kind": "compute"} for n in streams], STREAM_COLUMNS
-            ),
-            allocators=frame([{"uid": f"mem:{n}", "name": n, "device": f"dev:{n}"} for n in nodes], ALLOCATOR_COLUMNS),
-            meta={"operators": len(self.ops), "executed": len(self.seq)},
-        )
+        b = FramesBuilder(FORMAT.framework, [str(self.path)], time_unit=self.unit)
+        for n in nodes:  # one device, allocator (and stream, where kernels ran) per comp node
+            device = b.device(n)
+            b.allocator(n, device)
+            if n in streams:
+                b.stream(device, n, key=n)
+        b.ops = list(self.ops.values())
+        b.kernels, b.consumes, b.allocations = self.kernels, self.consumes, self.allocations
+        b.tensors = {t["uid"]: t for t in tensors}
+        b.deps = self.deps
+        b.meta = {"operators": len(self.ops), "executed": len(self.seq)}
+        return b.frames()

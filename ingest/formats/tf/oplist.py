@@ -66,7 +66,7 @@ from typing import Any, cast
 import pandas as pd
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kit import FormatInfo, Joins, device_kind, snippet
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, snippet
 from tracegraph.ingest.formats.tf.names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
 from tracegraph.ingest.formats.tf.opnames import float_times
 from tracegraph.ingest.frames import (
@@ -231,17 +231,10 @@ def parse(path: Path) -> TraceFrames:
         else:
             listed[ln.name] = ln
 
-    ops: list[Row] = []
+    b = FramesBuilder(FORMAT.framework, [str(path)], time_unit="none")
+    ops, kernels, consumes = b.ops, b.kernels, b.consumes
     tensors: list[Row] = []
-    kernels: list[Row] = []
-    consumes: list[Row] = []
-    streams: dict[str, Row] = {}
-    devices: dict[str, Row] = {}
-
-    def device(text: str) -> str:
-        uid = f"dev:{text}"
-        devices.setdefault(uid, {"uid": uid, "name": text, "kind": device_kind(text)})
-        return uid
+    device = b.device
 
     for seq, ln in enumerate(listed.values()):
         attrs: dict[str, Any] = {"input_shapes": ln.input_shapes, "line": ln.lineno, "trailing_int": ln.trailing}
@@ -270,10 +263,7 @@ def parse(path: Path) -> TraceFrames:
                 }
             )
         if ln.copy_bytes is not None:
-            stream = f"s:{ln.device}/memcpy"
-            streams.setdefault(
-                stream, {"uid": stream, "device": device(ln.device), "name": f"{ln.device}/memcpy", "kind": "memcpy"}
-            )
+            stream = b.stream(device(ln.device), f"{ln.device}/memcpy", "memcpy", key=f"{ln.device}/memcpy")
             direction = type_[len("MEMCPY") :] if type_.startswith("MEMCPY") else None
             kernels.append(
                 {
@@ -326,20 +316,9 @@ def parse(path: Path) -> TraceFrames:
                 seen_deps.add(key)
                 deps.append({"src": key[0], "dst": key[1], "kind": "control"})
 
-    trace = TraceFrames(
-        framework="tensorflow",
-        sources=[str(path)],
-        time_unit="none",
-        ops=float_times(frame(ops, OP_COLUMNS)),
-        kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
-        tensors=frame(tensors, TENSOR_COLUMNS),
-        consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(deps, DEP_COLUMNS),
-        devices=frame(list(devices.values()), DEVICE_COLUMNS),
-        streams=frame(list(streams.values()), STREAM_COLUMNS),
-    )
-    trace.check()
-    return trace
+    b.tensors = {t["uid"]: t for t in tensors}
+    b.deps = {(d["src"], d["dst"]): d for d in deps}
+    return b.build()
 
 
 # --------------------------------------------------------------------------- merge

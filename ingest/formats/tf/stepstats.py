@@ -58,23 +58,13 @@ from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tracegraph.errors import InputError
 from tracegraph.ingest import source
-from tracegraph.ingest.formats.kit import FormatInfo, Joins, device_kind, short_device
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, short_device
 from tracegraph.ingest.formats.tf import runs as tf_runs
 from tracegraph.ingest.formats.tf import stepstats_text
 from tracegraph.ingest.formats.tf.names import dtype_name, dtype_size, phase_of
 from tracegraph.ingest.frames import (
-    ALLOCATION_COLUMNS,
-    ALLOCATOR_COLUMNS,
-    CONSUME_COLUMNS,
-    DEP_COLUMNS,
-    DEVICE_COLUMNS,
-    KERNEL_COLUMNS,
-    OP_COLUMNS,
-    STREAM_COLUMNS,
-    TENSOR_COLUMNS,
     Row,
     TraceFrames,
-    frame,
 )
 
 # --- what is read of a StepStats message -----------------------------------------
@@ -291,56 +281,33 @@ def _looks_like_device(name: str) -> bool:
     return name.startswith("/") and ("device:" in name or "/job:" in name)
 
 
-@dataclass
-class _Builder:
-    """Accumulates frame rows while walking the message once.
+@dataclass(kw_only=True)
+class _Builder(FramesBuilder):
+    """The kit's builder, plus what walking a StepStats message needs.
 
     Times are integer nanoseconds until a row is written (``_us`` turns
     them into microseconds since ``origin_ns``), so that sub-microsecond
-    records keep their durations and nothing drifts in float sums.
+    records keep their durations and nothing drifts in float sums. Tensor
+    rows carry ``_alloc`` until allocations are added.
     """
 
     path: str
     origin_ns: int
-    ops: list[Row] = field(default_factory=list)
     # node name -> op uids, in run order (None only while the op records are
     # read: a run's place is known before the runs before it are added)
     runs_by_name: dict[str, list[str | None]] = field(default_factory=dict)
     run_times: dict[str, tuple[int, int]] = field(default_factory=dict)  # op uid -> (start_ns, ready_ns)
     op_uids: set[str] = field(default_factory=set)
-    kernels: list[Row] = field(default_factory=list)
-    tensors: dict[str, Row] = field(default_factory=dict)  # tensor rows, with "_alloc" until allocations are added
-    consumes: list[Row] = field(default_factory=list)
-    deps: dict[tuple[str, str], Row] = field(default_factory=dict)
-    allocations: list[Row] = field(default_factory=list)
-    devices: dict[str, Row] = field(default_factory=dict)
-    streams: dict[str, Row] = field(default_factory=dict)
-    allocators: dict[str, Row] = field(default_factory=dict)
 
     def us(self, t_ns: int) -> float:
         """Microseconds since the trace origin."""
         return (t_ns - self.origin_ns) / 1000
 
-    def device(self, name: str) -> str:
-        name = short_device(name)
-        uid = f"dev:{name}"
-        if uid not in self.devices:
-            self.devices[uid] = {"uid": uid, "name": name, "kind": device_kind(name)}
-        return uid
+    def device(self, name: str, kind: str | None = None, *, key: object = None) -> str:
+        """Devices by their short name (``/device:GPU:0``)."""
+        return super().device(short_device(name), kind, key=key)
 
-    def stream(self, device_uid: str, name: str, kind: str) -> str:
-        uid = f"s:{self.devices[device_uid]['name']}/{name}"
-        if uid not in self.streams:
-            self.streams[uid] = {"uid": uid, "device": device_uid, "name": name, "kind": kind}
-        return uid
-
-    def allocator(self, name: str, device_uid: str | None) -> str:
-        uid = f"mem:{name}"
-        if uid not in self.allocators:
-            self.allocators[uid] = {"uid": uid, "name": name, "device": device_uid}
-        return uid
-
-    def tensor(self, op_name: str, slot: int, run: int | None) -> Row:
+    def output(self, op_name: str, slot: int, run: int | None) -> Row:
         """The tensor ``op_name:slot`` of the given run of its producer (None:
         the producer has no record)."""
         uid = f"t:{op_name}:{slot}" if not run else f"t:{op_name}:{slot}#{run + 1}"
@@ -392,7 +359,7 @@ def frames_from_step_stats(stats: StepStatsLike, path: str) -> TraceFrames:
     starts = [n.all_start_nanos or n.all_start_micros * 1000 for _, nodes in devs for n in nodes]
     if not any(starts):
         raise InputError(path, "no node_stats with times (empty or not a StepStats)")
-    b = _Builder(path=path, origin_ns=min(starts))
+    b = _Builder(framework=FORMAT.framework, sources=[path], path=path, origin_ns=min(starts))
     op_level: list[_DeviceRecords] = []
     stream_level: list[_DeviceRecords] = []
     copy_level: list[_DeviceRecords] = []
@@ -415,22 +382,11 @@ def frames_from_step_stats(stats: StepStatsLike, path: str) -> TraceFrames:
         _add_inputs(b, uid, run, args, [None if q is None else (uids[q], runs[q][0].run) for q in fed])
     _add_kernels(b, stream_level, copy_level)
     _mark_copy_streams(b)
-    tf = TraceFrames(framework="tensorflow", sources=[path], time_unit="us")
-    tf.ops = frame(b.ops, OP_COLUMNS)
-    tf.kernels = frame(b.kernels, KERNEL_COLUMNS)
-    tf.tensors = frame(list(b.tensors.values()), TENSOR_COLUMNS)
-    tf.consumes = frame(b.consumes, CONSUME_COLUMNS)
-    tf.deps = frame(list(b.deps.values()), DEP_COLUMNS)
-    tf.allocations = frame(b.allocations, ALLOCATION_COLUMNS)
-    tf.devices = frame(list(b.devices.values()), DEVICE_COLUMNS)
-    tf.streams = frame(list(b.streams.values()), STREAM_COLUMNS)
-    tf.allocators = frame(list(b.allocators.values()), ALLOCATOR_COLUMNS)
-    tf.meta = {"origin_us": b.origin_ns / 1000}
+    b.meta = {"origin_us": b.origin_ns / 1000}
     try:
-        tf.check()
+        return b.build()
     except ValueError as e:
         raise InputError(path, f"inconsistent trace: {e}") from None
-    return tf
 
 
 _RELATIVE = ("all_end_rel", "op_start_rel", "op_end_rel")
@@ -587,7 +543,7 @@ def _add_op(b: _Builder, node: NodeStats, device_uid: str, run: tf_runs.Run) -> 
 
 def _add_outputs(b: _Builder, node: NodeStats, op_uid: str, name: str, run: int) -> list[Row]:
     outputs = []
-    tensor = b.tensor
+    tensor = b.output
     for out in node.output:
         td = out.tensor_description
         slot = out.slot
@@ -629,7 +585,7 @@ def _add_inputs(b: _Builder, dst: str, run: tf_runs.Run, args: _Inputs, fed: lis
             if src and src != dst:
                 deps.setdefault((src, dst), {"src": src, "dst": dst, "kind": "control"})
             continue
-        t = b.tensor(name, slot, src_run)
+        t = b.output(name, slot, src_run)
         consumes.append({"op": dst, "tensor": t["uid"], "input_index": index})
         if src and src != dst:
             # A data edge wins over a control edge between the same pair.
