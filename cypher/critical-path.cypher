@@ -12,10 +12,11 @@
 //
 // Definition. The dependency DAG has an edge for every data input and every
 // control input (`DATA` and `CONTROL` relationships). Its ops are the
-// executed ops, except in a PyTorch trace joined to its Execution Trace,
-// where they are the outermost ops that read or write tensors (the
-// `carries_deps` ops; the ops nested in them and annotations are left
-// out). An op's weight is the sum of its kernel durations on device
+// executed ops, except where the format marks the ops that carry the
+// dependencies (`carries_deps`): in a PyTorch trace joined to its
+// Execution Trace, the outermost ops that read or write tensors (the ops
+// nested in them and annotations are left out); in a JAX capture, the HLO
+// ops. An op's weight is the sum of its kernel durations on device
 // streams when it launched any, else its self time (its record's duration
 // minus those of the ops nested directly in it); its path weight
 // (`path_weight_us`) adds the weights of every op nested in it, so a

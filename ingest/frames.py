@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from tracegraph.dag import Dag
 from tracegraph import schema
+from tracegraph.dag import Dag
 
 # The columns each parser fills, in order: the contract between parsers,
 # enrichment and the loader (every column, with its type and meaning, is

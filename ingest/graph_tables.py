@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from tracegraph import schema
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
-from tracegraph import schema
 from tracegraph.ingest.enrich import Summary
 from tracegraph.ingest.frames import TraceFrames
 

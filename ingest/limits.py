@@ -8,8 +8,9 @@ first (:mod:`tracegraph.ingest.source`) and refuses with a one-line
 README's input section lists the same values; tests/test_input_limits.py
 checks that the two agree.
 
-Sizes are bytes on disk, except for gzipped Kineto traces, whose limit is on
-the decompressed JSON (a small gzip file can hold gigabytes).
+Sizes are bytes on disk, except for gzipped Kineto traces and XPlane
+captures, whose limit is on the decompressed content (a small gzip file can
+hold gigabytes).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ MAX_LINE_BYTES = 1 * MiB
 MAX_FILE_BYTES: dict[str, int] = {
     "pytorch-kineto": 4 * GiB,  # streamed event by event; decompressed size for .gz
     "pytorch-et": 2 * GiB,  # one JSON document, read whole; decompressed size for .gz
+    "xplane": 2 * GiB,  # read whole (protobuf's own limit); decompressed size for .gz
     "tf-stepstats": 1 * GiB,  # read whole; protobuf cannot parse a binary message over 2 GiB anyway
     "megengine-profile": 512 * MiB,  # one JSON document, read whole
     "chainer-graph": 256 * MiB,  # streamed by line

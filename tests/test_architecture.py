@@ -116,3 +116,21 @@ def test_schema_page_is_the_declarations():
     text = (ROOT / "cypher" / "SCHEMA.md").read_text(encoding="utf-8")
     begin, end = "<!-- generated: python -m tracegraph.schema -->\n", "\n<!-- end generated -->"
     assert text[text.index(begin) + len(begin) : text.index(end)] == schema.markdown()
+
+
+def test_architecture_page_names_every_module_and_only_modules():
+    """ARCHITECTURE.md names every module of the package by its path, and
+    every module path it names exists (the page drifted before: modules
+    missing, modules that were gone)."""
+    import re
+
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:tracegraph|ingest|queries|api)/[\w/]+\.py)`", text))
+    existing = {
+        str(p.relative_to(ROOT))
+        for folder in ("tracegraph", "ingest", "queries", "api")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "__init__.py" or p.parent.name == "formats"
+    }
+    assert not named - existing, f"ARCHITECTURE.md names modules that do not exist: {sorted(named - existing)}"
+    assert not existing - named, f"ARCHITECTURE.md does not name: {sorted(existing - named)}"

@@ -101,6 +101,7 @@ def test_long_line_after_good_ones_is_refused_at_its_line(tmp_path):
         ("tf-opnames", r": 1,073,741,824 bytes is over the tf-opnames size limit of 256 MiB$"),
         ("pytorch-kineto", r": malformed JSON"),
         ("pytorch-et", r": binary content that is not a JSON object \(not a PyTorch Execution Trace\)$"),
+        ("xplane", r": not an XPlane capture: an XSpace protobuf starts with byte 0x0a \(its planes\), not 0x00$"),
     ],
 )
 def test_sparse_gigabyte(tmp_path, fmt, pattern):

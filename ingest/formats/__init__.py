@@ -23,7 +23,8 @@ rank files). ``Joins.DETAIL`` formats also expose ``merge(base, extra)
 op listing adds shapes and control inputs to StepStats; an Execution Trace
 adds tensors and dependencies to a Kineto trace).
 
-A format with helpers of its own is a subpackage (``tf/``, ``kineto/``).
+A format with helpers of its own is a subpackage (``tf/``, ``kineto/``,
+``xplane/``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class DetailFormat(Format, Protocol):
 _MODULES = {
     "pytorch-kineto": "kineto.trace",
     "pytorch-et": "kineto.et",
+    "xplane": "xplane.trace",
     "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
     "chainer-graph": "chainer_graph",
@@ -99,7 +101,8 @@ if TYPE_CHECKING:
     from tracegraph.ingest.formats.kineto import et as kineto_et
     from tracegraph.ingest.formats.kineto import trace as kineto_trace
     from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
+    from tracegraph.ingest.formats.xplane import trace as xplane_trace
 
-    _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, opnames, stepstats)
+    _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, opnames, stepstats, xplane_trace)
     _CHECKED_RUN: RunFormat = kineto_trace
     _CHECKED_DETAIL: tuple[DetailFormat, ...] = (oplist, kineto_et)
