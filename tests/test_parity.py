@@ -30,6 +30,7 @@ from conftest import (
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.catalog import catalog
 from tracegraph.queries.run import run_analysis
+from tracegraph.queries.types import as_json
 from tracegraph.queries.whatif import what_if
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,13 @@ TRACES = {
     "par-kineto-cpu": [EXAMPLES / "pytorch-cnn-cpu.pt.trace.json.gz"],
     "par-kineto-gpu": [ROOT / "tests" / "data" / "hta" / "event_sync_multi_stream.json.gz"],
     "par-tf-loop": [ROOT / "tests" / "data" / "tf-while-loop-lstm-stepstats.pb"],
+    "par-et-mlp": [
+        ROOT / "tests" / "data" / "pytorch_et" / "mlp_train.kineto.json.gz",
+        ROOT / "tests" / "data" / "pytorch_et" / "mlp_train.et.json.gz",
+    ],
+    "par-et-alone": [ROOT / "tests" / "data" / "pytorch_et" / "cnn.et.json.gz"],
+    "par-xplane-keras": [ROOT / "tests" / "data" / "xplane" / "keras_cnn_train.xplane.pb.gz"],
+    "par-xplane-jax-scan": [ROOT / "tests" / "data" / "xplane" / "jax_scan.xplane.pb.gz"],
 }
 
 
@@ -111,8 +119,14 @@ def test_every_analysis_same_rows_on_both(engines):
 
 def test_whatif_same_on_both(engines):
     graphs, _ = engines
-    for trace, match in (("par-alexnet", "type=Conv2D.*"), ("par-generated", "name=conv")):
-        a, b = (what_if(g, trace, [match], 0.5) for g in (graphs["falkordb"], graphs["neo4j"]))
+    for trace, match in (
+        ("par-alexnet", "type=Conv2D.*"),
+        ("par-generated", "name=conv"),
+        ("par-et-mlp", "type=aten::linear"),
+        ("par-xplane-jax-scan", "type=fusion"),
+    ):
+        a, b = (as_json(what_if(g, trace, [match], 0.5)) for g in (graphs["falkordb"], graphs["neo4j"]))
+        assert a["matched_ops"] > 0 and a["unavailable"] is None, trace
         assert same(a, b), trace
 
 
