@@ -70,6 +70,10 @@ class Neo4jGraph:
         self._schema_ready = False
         self._deadline = Deadline()
         self._publisher = Publisher(self)
+        # Every session of this Graph shares one bookmark manager: a read
+        # sees every write made through it before (read-your-writes), also
+        # on a cluster (neo4j://, Aura) where reads go to other members.
+        self._bookmarks = GraphDatabase.bookmark_manager()
         try:
             self._driver = GraphDatabase.driver(
                 uri, auth=auth, user_agent="tracegraph", notifications_min_severity=NotificationMinimumSeverity.OFF
@@ -138,7 +142,9 @@ class Neo4jGraph:
         fn = unit_of_work(timeout=timeout_ms / 1000 if timeout_ms else None, metadata=metadata)(work)
         try:
             with self._driver.session(
-                database=self._database, default_access_mode="WRITE" if write else "READ"
+                database=self._database,
+                default_access_mode="WRITE" if write else "READ",
+                bookmark_manager=self._bookmarks,
             ) as session:
                 return session.execute_write(fn) if write else session.execute_read(fn)
         except (ServiceUnavailable, SessionExpired) as e:
