@@ -76,7 +76,17 @@ FORMAT_PARAM = {
     "description": "json (default) or csv",
 }
 QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"model": AnalysisResult, "content": {"text/csv": {"schema": {"type": "string"}}}},
+    200: {
+        "model": AnalysisResult,
+        "content": {"text/csv": {"schema": {"type": "string"}}},
+        "headers": {
+            "X-Tracegraph-Note": {
+                "description": "format=csv: the answer's note (why there are no rows), when it has one",
+                "required": False,
+                "schema": {"type": "string"},
+            }
+        },
+    },
     **error_responses(400, 404, 422, 503),
 }
 

@@ -43,7 +43,7 @@ from tracegraph.api import analyses, cypher, guide, traces, ui
 from tracegraph.api.connection import GraphHolder, one_line, version
 from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings, require_key
 from tracegraph.api.jobs import JobManager
-from tracegraph.api.models import ErrorOut, HealthOut
+from tracegraph.api.models import CYPHER_VALUE, ErrorOut, HealthOut, ValidationErrorOut
 from tracegraph.api.settings import Settings
 from tracegraph.errors import UserError
 
@@ -84,6 +84,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     app.state.graph = holder
     app.state.jobs = jobs
     app.state.settings = settings
+    app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     app.add_middleware(_JsonBodyLimit)
     for cls, handler in _HANDLERS.items():
         app.add_exception_handler(cls, handler)
@@ -109,6 +110,40 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     app.include_router(ui.router, **keyed)
     app.mount("/static", ui.static_files(), name="static")
     return app
+
+
+def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
+    """FastAPI's document, completed where it cannot know: the CypherValue
+    schema ``POST /cypher``'s parameters refer to, the upload form (with
+    this app's file limit), and 422 answers as this API sends them (the
+    ``{"detail", "errors"}`` of :class:`ValidationErrorOut`, not FastAPI's
+    default model)."""
+    if app.openapi_schema is None:
+        doc = FastAPI.openapi(app)
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        schemas["CypherValue"] = CYPHER_VALUE
+        form = {"schema": traces.upload_schema(settings.max_upload_files)}
+        doc["paths"]["/traces"]["post"]["requestBody"] = {"required": True, "content": {"multipart/form-data": form}}
+        schemas.setdefault("ValidationErrorOut", ValidationErrorOut.model_json_schema())
+        for operations in doc["paths"].values():
+            for op in operations.values():
+                for status, answer in op.get("responses", {}).items():
+                    if status.startswith(("4", "5")):
+                        answer["content"] = _error_content(status, answer.get("content", {}))
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        app.openapi_schema = doc
+    return app.openapi_schema
+
+
+def _error_content(status: str, content: dict[str, Any]) -> dict[str, Any]:
+    """An error answer's content as the API sends it: JSON, whatever the
+    route's own media type (an HTML page's 401 is JSON too), with this API's
+    model (a 422 is ValidationErrorOut, not FastAPI's default model)."""
+    schema = next((c.get("schema") for c in content.values() if c.get("schema")), None)
+    if status == "422" or schema == {"$ref": "#/components/schemas/HTTPValidationError"}:
+        schema = {"$ref": "#/components/schemas/ValidationErrorOut"}
+    return {"application/json": {"schema": schema or {"$ref": "#/components/schemas/ErrorOut"}}}
 
 
 def health(graph: Annotated[GraphHolder, Depends(get_graph)]) -> JSONResponse:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
@@ -12,11 +11,9 @@ from tracegraph.api.connection import GraphHolder
 from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings
 from tracegraph.api.models import CypherIn, CypherOut, error_responses
 from tracegraph.api.settings import Settings
-from tracegraph.errors import BadRequest
 from tracegraph.output import jsonable
 
 router = APIRouter(tags=["cypher"])
-INT64 = (-(2**63), 2**63 - 1)
 
 
 @router.post(
@@ -41,30 +38,9 @@ def cypher(
     graph: Annotated[GraphHolder, Depends(get_graph)],
     settings: Annotated[Settings, Depends(get_settings)],
 ) -> JSONResponse:
-    _check_values(body.params, "params")
     res = graph.run(
         body.query, body.params or None, trace=body.trace, write=False, timeout_ms=settings.cypher_timeout_ms or None
     )
     cap = settings.cypher_max_rows
     rows = res.rows if not cap or len(res.rows) <= cap else res.rows[:cap]
     return JSONResponse({"columns": list(res.columns), "rows": jsonable(rows), "truncated": len(rows) < len(res.rows)})
-
-
-def _check_values(value: Any, where: str, depth: int = 0) -> None:
-    """Cypher parameters both drivers can send: 64-bit integers, bounded nesting."""
-    if depth > 32:
-        raise BadRequest(f"{where}: nested too deeply")
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, int):
-        if not INT64[0] <= value <= INT64[1]:
-            raise BadRequest(f"{where}: integer out of the 64-bit range")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise BadRequest(f"{where}: expected a finite number")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_values(v, f"{where}.{k}", depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_values(v, f"{where}[{i}]", depth + 1)

@@ -14,7 +14,7 @@ from importlib import resources
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from tracegraph.queries.catalog import Analysis, Param, catalog
 
@@ -36,12 +36,12 @@ def guide(request: Request, trace: str = "alexnet") -> HTMLResponse:
 
 @router.get(
     "/browser/tracegraph.grass",
+    response_class=PlainTextResponse,
     summary="Neo4j Browser style sheet (`:style http://HOST:8000/browser/tracegraph.grass`)",
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-def grass() -> Response:
+def grass() -> PlainTextResponse:
     text = resources.files("tracegraph.cypher").joinpath("tracegraph.grass").read_text(encoding="utf-8")
-    return Response(text, media_type="text/plain; charset=utf-8", headers=CORS)
+    return PlainTextResponse(text, headers=CORS)
 
 
 def browser_params(analysis: Analysis, trace: str) -> list[tuple[str, str]]:

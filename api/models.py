@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from tracegraph.queries.catalog import INT64
 from tracegraph.queries.types import TraceSummary
+from tracegraph.queries.whatif import MAX_FACTOR
 
 
 class ErrorOut(BaseModel):
@@ -55,10 +57,83 @@ class JobOut(BaseModel):
     finished_at: str | None = None
 
 
+# Cypher parameters both engines' drivers can send (FalkorDB's puts them in the
+# statement's text): 64-bit numbers, text without NUL, map keys that are
+# non-empty and hold no backtick or NUL, bounded nesting. The document
+# declares the same (CYPHER_VALUE, added to its components by api/app.py).
+MAX_PARAM_DEPTH = 32
+NO_NUL = r"^[^\x00]*$"
+PARAM_KEY = r"^[^`\x00]+$"
+CYPHER_VALUE_REF = {"$ref": "#/components/schemas/CypherValue"}
+CYPHER_MAP: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": {"pattern": PARAM_KEY},
+    "additionalProperties": CYPHER_VALUE_REF,
+}
+CYPHER_VALUE: dict[str, Any] = {
+    "description": "a Cypher parameter value: null, a boolean, a number within the 64-bit integer range, text "
+    f"without NUL, or a list or map of values (keys: no backtick or NUL), nested at most {MAX_PARAM_DEPTH} deep",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "number", "minimum": INT64[0], "maximum": INT64[1]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": CYPHER_VALUE_REF},
+        CYPHER_MAP,
+    ],
+}
+
+
+def check_cypher_value(value: Any, where: str, depth: int = 0) -> None:
+    """ValueError unless ``value`` is a :data:`CYPHER_VALUE`."""
+    if depth > MAX_PARAM_DEPTH:
+        raise ValueError(f"{where}: nested more than {MAX_PARAM_DEPTH} deep")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        if not INT64[0] <= value <= INT64[1]:  # NaN too
+            raise ValueError(f"{where}: expected a number within the 64-bit integer range")
+    elif isinstance(value, str):
+        if "\0" in value:
+            raise ValueError(f"{where}: text may not hold a NUL character")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            check_cypher_value(v, f"{where}[{i}]", depth + 1)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str) or not k or "`" in k or "\0" in k:
+                raise ValueError(f"{where}: bad key {k!r} (keys are non-empty, without backtick or NUL)")
+            check_cypher_value(v, f"{where}.{k}", depth + 1)
+    else:
+        raise ValueError(f"{where}: not a JSON value")
+
+
+def _check_params(params: dict[str, Any]) -> dict[str, Any]:
+    check_cypher_value(params, "params")
+    return params
+
+
 class CypherIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"query": "MATCH (t:Trace) RETURN t.trace AS trace, t.ops AS ops ORDER BY trace"},
+                {
+                    "query": "MATCH (o:Op {trace: $trace}) WHERE o.weight_us >= $min RETURN o.name, o.weight_us",
+                    "params": {"min": 100},
+                    "trace": "alexnet",
+                },
+            ]
+        },
+    )
     query: str = Field(min_length=1, max_length=200_000, description="one Cypher statement; run read-only")
-    params: dict[str, Any] = Field(default_factory=dict, description="$parameters")
+    params: Annotated[
+        dict[str, Any],
+        AfterValidator(_check_params),
+        WithJsonSchema({**CYPHER_MAP, "description": "$parameters (see CypherValue)"}),
+    ] = Field(default_factory=dict)
     trace: str | None = Field(
         default=None, min_length=1, max_length=200, description="the trace the query reads; also bound as $trace"
     )
@@ -70,18 +145,33 @@ class CypherOut(BaseModel):
     truncated: bool = Field(description="true when rows were cut at the row cap")
 
 
+# `type=REGEX` or `name=REGEX`, REGEX not starting with a quantifier (*, +, ?
+# or {: queries/whatif.py); then the whole text is a valid regular expression
+# exactly when REGEX is (`type=` is plain text), hence `format: regex`.
+MatchSpec = Annotated[
+    str,
+    Field(
+        min_length=6,
+        max_length=1000,
+        pattern=r"^(type|name)=[^*+?{]",
+        json_schema_extra={"format": "regex"},
+    ),
+]
+
+
 class WhatIfIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    match: (
-        Annotated[str, Field(min_length=1, max_length=1000)]
-        | Annotated[list[Annotated[str, Field(min_length=1, max_length=1000)]], Field(min_length=1, max_length=64)]
-    ) = Field(
+    model_config = ConfigDict(extra="forbid", strict=True)
+    match: MatchSpec | Annotated[list[MatchSpec], Field(min_length=1, max_length=64)] = Field(
         description="which ops to scale: `type=REGEX` (the whole op type) or `name=REGEX` (anywhere in the "
-        "op name); a list scales the ops any of them matches",
+        "op name), REGEX in Python's `re` syntax and not starting with `*`, `+`, `?` or `{`; a list scales the "
+        "ops any of them matches",
         examples=["type=Conv2D.*", ["type=MatMul", "name=^dense"]],
     )
     factor: float = Field(
-        ge=0, allow_inf_nan=False, description="the matched ops' weight multiplier (0.5: twice as fast, 0: free)"
+        ge=0,
+        le=MAX_FACTOR,
+        allow_inf_nan=False,
+        description="the matched ops' weight multiplier (0.5: twice as fast, 0: free)",
     )
 
 

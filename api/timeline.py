@@ -29,6 +29,7 @@ never guesses from names.
 from __future__ import annotations
 
 import heapq
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -308,19 +309,20 @@ def window(
     stands for, ``h`` 1 when any of them is highlighted, ``i`` the bar's
     index for a single bar (its ``name``, ``type``, ``op`` are in the
     parallel lists) else -1. ``truncated`` when the lanes went over
-    ``max_bars`` (the rest of the lanes are then empty).
+    ``max_bars`` (the rest of the lanes are then empty). A window with
+    ``t1 <= t0`` is empty (``res`` 0); lane ids that are no lane are left
+    out; ``res`` is at most the largest float (a window wider than that).
     """
     px = max(1, min(int(px), MAX_PX))
-    if not t1 > t0:
-        t1 = t0 + 1.0
-    res = (t1 - t0) / px
+    empty = not t1 > t0
+    res = 0.0 if empty else min((t1 - t0) / px, sys.float_info.max)
     wanted = range(len(tl.lanes)) if lane_ids is None else [i for i in lane_ids if 0 <= i < len(tl.lanes)]
     out_lanes = []
     total = 0
     truncated = False
     for li in wanted:
         lane = tl.lanes[li]
-        if truncated:
+        if truncated or empty:
             out_lanes.append(_empty(li))
             continue
         lo = int(np.searchsorted(lane.reach, t0, side="right"))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
+import sys
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -30,6 +32,10 @@ router = APIRouter(tags=["traces"])
 Graph = Annotated[GraphHolder, Depends(get_graph)]
 
 
+def _location(what: str) -> dict[str, Any]:
+    return {"description": what, "required": True, "schema": {"type": "string"}}
+
+
 @router.get(
     "/traces", response_model=list[TraceSummary], summary="Every ready trace, by name", responses=error_responses(503)
 )
@@ -51,34 +57,67 @@ def get_trace(trace: str, graph: Graph) -> JSONResponse:
     "/traces/{trace}", response_model=DroppedTrace, responses=error_responses(404, 503), summary="Delete a trace"
 )
 def delete_trace(trace: str, graph: Graph) -> JSONResponse:
+    if "\0" in trace:  # no trace's name (and no query parameter can carry it)
+        raise NotFound(f"no trace named {trace!r}")
     return JSONResponse(as_json(DroppedTrace(trace, graph.drop_trace(trace))))
 
 
-UPLOAD_SCHEMA = {
-    "type": "object",
-    "required": ["trace", "files"],
-    "properties": {
-        "trace": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_TRACE_NAME,
-            "description": "the trace's name (no '/' or '~')",
+@functools.lru_cache(maxsize=1)
+def trace_name_pattern() -> str:
+    """check_trace_name's rule as a JSON Schema pattern: printable characters
+    (this Python's Unicode database: an exact class, not ``\\p{...}``, which
+    the validator might read with another Unicode version), no '/' or '~',
+    no leading or trailing space (the length is minLength/maxLength's)."""
+    ranges: list[tuple[int, int]] = []
+    for c in range(sys.maxunicode + 1):
+        if chr(c).isprintable() and chr(c) not in "/~":
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1] = (ranges[-1][0], c)
+            else:
+                ranges.append((c, c))
+
+    def char(c: int) -> str:  # astral characters as themselves: \\u{...} is not read everywhere
+        return f"\\u{c:04X}" if c <= 0xFFFF else chr(c)
+
+    allowed = "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in ranges)
+    return f"^(?! )(?!.* $)[{allowed}]+$"
+
+
+def upload_schema(max_files: int) -> dict[str, Any]:
+    """The multipart form of ``POST /traces`` (``max_files``: the app's limit),
+    as api/uploads.py reads it: these fields only, each text field once."""
+    return {
+        "type": "object",
+        "required": ["trace", "files"],
+        "additionalProperties": False,
+        "properties": {
+            "trace": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_TRACE_NAME,
+                "pattern": trace_name_pattern(),
+                "description": "the trace's name: printable characters, no '/' or '~', no leading or trailing space",
+            },
+            "format": {
+                "type": "string",
+                "enum": ["auto", *formats.names()],
+                "default": "auto",
+                "description": "the files' format; auto detects it from the content",
+            },
+            "replace": {
+                "type": "boolean",
+                "default": False,
+                "description": "overwrite a trace of that name (the text true or false)",
+            },
+            "files": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_files,
+                "items": {"type": "string", "format": "binary"},
+                "description": "one trace file, or a primary file plus files that add detail to it",
+            },
         },
-        "format": {
-            "type": "string",
-            "enum": ["auto", *formats.names()],
-            "default": "auto",
-            "description": "the files' format; auto detects it from the content",
-        },
-        "replace": {"type": "boolean", "default": False, "description": "overwrite a trace of that name"},
-        "files": {
-            "type": "array",
-            "minItems": 1,
-            "items": {"type": "string", "format": "binary"},
-            "description": "one trace file, or a primary file plus files that add detail to it",
-        },
-    },
-}
+    }
 
 
 @router.post(
@@ -93,8 +132,13 @@ UPLOAD_SCHEMA = {
         "the answer is 202 with a job to poll at `GET /jobs/{id}`. A failed ingest leaves "
         "nothing behind."
     ),
-    responses={201: {"model": TraceSummary}, 202: {"model": JobOut}, **error_responses(400, 409, 413, 415, 422, 503)},
-    openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": UPLOAD_SCHEMA}}}},
+    responses={
+        201: {"model": TraceSummary, "headers": {"Location": _location("the trace: /traces/{trace}")}},
+        202: {"model": JobOut, "headers": {"Location": _location("the job to poll: /jobs/{id}")}},
+        **error_responses(400, 409, 413, 415, 422, 503),
+    },
+    # The form: api/app.py puts upload_schema() here, with the app's own file limit.
+    openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {}}}}},
 )
 async def upload(
     request: Request,
@@ -148,6 +192,7 @@ def _exists(graph: GraphHolder, trace: str) -> bool:
 
 
 def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
+    """The form's fields as upload_schema() declares them; BadRequest (422) otherwise."""
     trace = fields.get("trace", "")
     if not trace:
         raise BadRequest("trace: required (the name to store the trace under)")
@@ -155,13 +200,13 @@ def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
         check_trace_name(trace)
     except BadRequest as e:
         raise BadRequest(f"trace: {e}") from None
-    fmt = fields.get("format") or "auto"
+    fmt = fields.get("format", "auto")
     if fmt != "auto" and fmt not in formats.names():
         raise BadRequest(f"format: unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
-    raw = (fields.get("replace") or "false").strip().lower()
-    if raw not in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+    raw = fields.get("replace", "false")
+    if raw not in ("true", "false"):
         raise BadRequest(f"replace: expected true or false, got {raw!r}")
-    return trace, fmt, raw in ("true", "1", "yes", "on")
+    return trace, fmt, raw == "true"
 
 
 def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: bool) -> Callable[[Job], None]:

@@ -329,21 +329,29 @@ def timeline_window(
     graph: Graph,
     settings: AppSettings,
     t0: Annotated[float, Query(allow_inf_nan=False, description="window start")],
-    t1: Annotated[float, Query(allow_inf_nan=False, description="window end")],
+    t1: Annotated[float, Query(allow_inf_nan=False, description="window end (t1 <= t0: an empty window)")],
     px: Annotated[int, Query(ge=1, le=tlmod.MAX_PX, description="window width in pixels")] = 1000,
     lanes: Annotated[
         str | None,
-        Query(max_length=10_000, pattern=r"^\d+(,\d+)*$", description="lane ids, comma-separated (default: all)"),
+        Query(
+            max_length=10_000,
+            pattern=r"^[0-9]+(,[0-9]+)*$",
+            description="lane ids, comma-separated (default: all; ids that are no lane are left out)",
+        ),
     ] = None,
     highlight: Annotated[
-        str | None, Query(max_length=200, description="a highlight source (GET /ui/highlights)")
+        str | None,
+        Query(
+            max_length=200,
+            # The sources this version has (register_highlight may add more: the server checks the live list).
+            json_schema_extra={"enum": [s.name for s in available_highlights()]},
+            description="a highlight source (GET /ui/highlights)",
+        ),
     ] = None,
 ) -> JSONResponse:
-    if not t1 > t0:
-        raise HTTPException(422, f"t1: must be greater than t0 ({t1!r} <= {t0!r})")
     tl, facts = _timeline(graph, settings, trace)
     mask, hl_count, note = None, None, None
-    if highlight:
+    if highlight is not None:
         source = next((s for s in available_highlights() if s.name == highlight), None)
         if source is None:
             have = ", ".join(s.name for s in available_highlights())
@@ -351,10 +359,17 @@ def timeline_window(
         if source.name not in tl.highlights:
             tl.highlights[source.name] = _highlight_masks(graph, trace, tl, facts, source, settings)
         mask, note, hl_count = tl.highlights[source.name]
-    ids = [int(x) for x in lanes.split(",")] if lanes else None
-    out = tlmod.window(tl, t0, t1, px, ids, mask)
-    out.update(highlight=highlight or None, highlight_ops=hl_count, highlight_note=note)
+    out = tlmod.window(tl, t0, t1, px, _lane_ids(lanes), mask)
+    out.update(highlight=highlight, highlight_ops=hl_count, highlight_note=note)
     return JSONResponse(out)
+
+
+def _lane_ids(lanes: str | None) -> list[int] | None:
+    """The ``lanes`` parameter's ids (None: every lane); an id too long to be
+    a lane's (the pattern allows any digits) is -1, which is no lane."""
+    if not lanes:
+        return None
+    return [int(x) if len(x.lstrip("0")) <= 9 else -1 for x in lanes.split(",")]
 
 
 OP_QUERY = """
@@ -388,7 +403,9 @@ def op_detail(
     trace: str,
     graph: Graph,
     settings: AppSettings,
-    name: Annotated[str, Query(min_length=1, max_length=10_000, description="the op's name")],
+    name: Annotated[
+        str, Query(min_length=1, max_length=10_000, pattern=r"^[^\x00]*$", description="the op's name (no NUL)")
+    ],
 ) -> JSONResponse:
     _facts(graph, trace)
     res = graph.run(OP_QUERY, {"name": name}, trace=trace, timeout_ms=settings.cypher_timeout_ms or None)

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 MAX_FIELD_BYTES = 64 * 1024
 WRITE_BATCH = 1024 * 1024
-MAX_FIELDS = 32
-FILE_FIELDS = ("files", "file")
+# The form (api/traces.py: upload_schema): text fields, each at most once, and the files.
+TEXT_FIELDS = ("trace", "format", "replace")
+FILE_FIELD = "files"
 
 
 @dataclass
@@ -70,7 +71,6 @@ class _Reader:
         self._data = bytearray()
         self._file: UploadedFile | None = None
         self._fh: IO[bytes] | None = None  # open while a file part is read
-        self._fields = 0
         self.in_part = False
 
     # python-multipart callbacks -------------------------------------
@@ -99,9 +99,12 @@ class _Reader:
             raise _Refused(400, "a multipart part has no name (Content-Disposition: form-data; name=...)")
         name = options[b"name"].decode("utf-8", "replace")
         self._field = name
-        if b"filename" in options or name in FILE_FIELDS:
+        if name not in (*TEXT_FIELDS, FILE_FIELD):
+            have = ", ".join((*TEXT_FIELDS, FILE_FIELD))
+            raise _Refused(422, f"form field {name!r}: no such field (the form has {have})")
+        if name == FILE_FIELD:
             if len(self.upload.files) >= self.max_files:
-                raise _Refused(413, f"too many files in one upload (at most {self.max_files})")
+                raise _Refused(422, f"files: too many files in one upload (at most {self.max_files})")
             index = len(self.upload.files)
             client = options.get(b"filename", b"").decode("utf-8", "replace")
             fname = safe_name(client, index)
@@ -110,10 +113,6 @@ class _Reader:
             self._file = UploadedFile(fname, folder / fname)
             self._fh = open(self._file.path, "wb")  # noqa: SIM115 - written part by part, closed in on_part_end
             self.upload.files.append(self._file)
-        else:
-            self._fields += 1
-            if self._fields > MAX_FIELDS:
-                raise _Refused(400, f"too many form fields (at most {MAX_FIELDS})")
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         n = end - start

@@ -14,8 +14,9 @@ from tracegraph.queries.types import AnalysisResult, Unavailable
 
 
 def trace_facts(graph: Graph, trace: str) -> dict[str, Any]:
-    """The ready Trace node's properties; NotFound when there is none."""
-    props = graph.trace_facts(trace)
+    """The ready Trace node's properties; NotFound when there is none (a
+    name with a NUL character is no trace's, and no query parameter can carry it)."""
+    props = None if "\0" in trace else graph.trace_facts(trace)
     if props is None:
         raise NotFound(f"no trace named {trace!r}", cli_hint="see `tracegraph traces`")
     return props

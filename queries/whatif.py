@@ -41,6 +41,9 @@ _OPS = (
     "RETURN o.uid AS uid, o.name AS name, o.type AS type, o.seq AS seq, o.path_weight_us AS weight_us"
 )
 _EDGES = "MATCH (a:Op {trace: $trace})-[:DATA|CONTROL]->(b:Op) RETURN a.uid AS src, b.uid AS dst"
+# The largest factor: a million times slower is past any question worth asking,
+# and every scaled weight (and path length) stays a finite number.
+MAX_FACTOR = 1e6
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,20 @@ class Matcher:
         return name is not None and self.pattern.search(name) is not None
 
 
+# What REGEX may not start with.
+QUANTIFIERS = ("*", "+", "?", "{")
+
+
 def parse_match(spec: str) -> Matcher:
     """``type=REGEX`` or ``name=REGEX``; UserError otherwise."""
     field, sep, pattern = spec.partition("=")
     field = field.strip()
     if not sep or field not in ("type", "name") or not pattern:
         raise BadRequest(f"--match wants type=REGEX or name=REGEX, got {spec!r}")
+    if pattern[0] in QUANTIFIERS:  # it would read as repeating the '=' of the whole text (the HTTP API's schema)
+        raise BadRequest(
+            f"--match {spec!r}: REGEX may not start with {', '.join(QUANTIFIERS)} (escape it: \\{pattern[0]})"
+        )
     try:
         return Matcher(field, re.compile(pattern), spec)
     except re.error as e:
@@ -82,8 +93,8 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
         factor = float(factor)
     except (TypeError, ValueError):
         raise BadRequest(f"--factor wants a number, got {factor!r}") from None
-    if not math.isfinite(factor) or factor < 0:
-        raise BadRequest(f"--factor must be a finite number >= 0, got {factor!r}")
+    if not math.isfinite(factor) or not 0 <= factor <= MAX_FACTOR:
+        raise BadRequest(f"--factor must be a number from 0 to {MAX_FACTOR:g}, got {factor!r}")
     facts = trace_facts(graph, trace)  # NotFound for an unknown trace
     check_layout(trace, facts)
     if not facts.get(Fact.DEPS.flag):

@@ -382,7 +382,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="type=REGEX|name=REGEX",
         help="ops to scale: type=REGEX (whole type) or name=REGEX (anywhere in the name); repeatable, any matches",
     )
-    s.add_argument("--factor", type=float, required=True, help="multiply the matched ops' weights by this (>= 0)")
+    s.add_argument("--factor", type=float, required=True, help="multiply the matched ops' weights by this (0 to 1e6)")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(func=cmd_whatif)
 
