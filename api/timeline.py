@@ -263,15 +263,22 @@ MARK_COLUMNS: dict[str, type] = {"name": str, "start_us": float, "end_us": float
 
 
 def read_marked(
-    graph: Any, trace: str, where: str, timeout_ms: int | None = None
+    graph: Any, trace: str, where: str, timeout_ms: int | None = None, *, launches: bool = False
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(op rows, kernel rows) of the timed Op and Kernel nodes that match
-    ``where`` (a Cypher predicate on ``n``): name, start, end."""
+    ``where`` (a Cypher predicate on ``n``): name, start, end. With
+    ``launches`` the kernels are those the matching ops launched."""
     pred = f"({where}) AND {TIMED}"
-    return (
-        graph.read_columns(trace, "Op", MARK_COLUMNS, pred, timeout_ms=timeout_ms),
-        graph.read_columns(trace, "Kernel", MARK_COLUMNS, pred, timeout_ms=timeout_ms),
-    )
+    ops = graph.read_columns(trace, "Op", MARK_COLUMNS, pred, timeout_ms=timeout_ms)
+    if not launches:
+        return ops, graph.read_columns(trace, "Kernel", MARK_COLUMNS, pred, timeout_ms=timeout_ms)
+    kernels = graph.run(
+        f"MATCH (n:Op {{trace: $trace}})-[:LAUNCHED]->(k:Kernel) WHERE ({where}) "
+        "AND k.start_us IS NOT NULL AND k.end_us IS NOT NULL RETURN k.name, k.start_us, k.end_us",
+        trace=trace,
+        timeout_ms=timeout_ms,
+    ).rows
+    return ops, [tuple(r) for r in kernels]
 
 
 def marked_masks(

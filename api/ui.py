@@ -66,9 +66,11 @@ class HighlightSource:
 
     ``marked``, when given, is a Cypher predicate on ``n`` that selects
     exactly the Op and Kernel nodes the analysis returns (the observed
-    critical path's nodes carry ``ocp_steps``): the timeline reads them and
-    marks those very bars, not every op of the same name (PyTorch's names
-    repeat), without running the analysis.
+    critical path's nodes carry ``ocp_steps``; the dependency critical
+    path's ops ``cp_step``): the timeline reads them and marks those very
+    bars, not every op of the same name (PyTorch's names repeat), without
+    running the analysis. With ``marks_launches`` the kernels marked are
+    those the marked ops launched.
 
     ``available``, when given, tells from the trace's facts (its Trace
     node) whether the analysis has an answer for it, and ``missing`` says
@@ -82,6 +84,7 @@ class HighlightSource:
     column: str = "op"
     from_timeline: Callable[[tlmod.TraceTimeline], set[str]] | None = None
     marked: str | None = None
+    marks_launches: bool = False
     available: Callable[[dict[str, Any]], bool] | None = None
     missing: str = "not available for this trace"
 
@@ -94,7 +97,8 @@ HIGHLIGHT_SOURCES: list[HighlightSource] = [
         "critical-path",
         "critical path (dependency DAG)",
         "critical-path",
-        from_timeline=lambda tl: tl.critical,
+        marked="n.cp_step IS NOT NULL",
+        marks_launches=True,
         available=lambda facts: bool(facts.get("has_deps")),
         missing="the trace has no dependencies between ops",
     ),
@@ -308,8 +312,9 @@ def _highlight_masks(
     if not source.available_for(facts):
         return tlmod.highlight_masks(tl, set()), f"not available: {source.missing}", 0
     if source.marked is not None:
-        op_rows, kernel_rows = tlmod.read_marked(graph, trace, source.marked, timeout)
-        return tlmod.marked_masks(tl, op_rows, kernel_rows), None, len(op_rows) + len(kernel_rows)
+        op_rows, kernel_rows = tlmod.read_marked(graph, trace, source.marked, timeout, launches=source.marks_launches)
+        named = len(op_rows) if source.marks_launches else len(op_rows) + len(kernel_rows)
+        return tlmod.marked_masks(tl, op_rows, kernel_rows), None, named
     note: str | None = None
     if source.from_timeline is not None:
         ops = source.from_timeline(tl)

@@ -66,7 +66,7 @@ class TraceSummary:
 
 def path_summary(t: TraceSummary) -> str:
     """See :meth:`TraceSummary.path_summary`."""
-    unit = "steps" if t.time_unit == "step" else "us"
+    unit = {"step": "steps", "none": "ops"}.get(t.time_unit or "us", "us")
     parts = []
     if t.span_us is not None:
         parts.append(f"span {t.span_us:,.1f} {unit}")

@@ -103,7 +103,7 @@ def schema_marks(schema):
     """(per-argument '!' flags, per-return '!' flags) of an op_schema string,
     e.g. 'aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1)
     -> Tensor(a!)' gives ([True, False, False], [True])."""
-    head, _, ret = schema.partition(" -> ")
+    head, _, ret = schema.rpartition(" -> ")
     args = head[head.index("(") + 1 : head.rindex(")")]
     arg_marks = ["!" in a for a in _split_top(args) if a != "*"]
     ret = ret.strip()

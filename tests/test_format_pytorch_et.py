@@ -232,6 +232,13 @@ def test_bad_execution_traces_are_one_line(tmp_path):
 
 
 def test_schema_marks():
+    # An alias set holding an arrow (aten::split's returns) does not split the schema there.
+    assert et_format.schema_marks(
+        "aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"
+    ) == (
+        [False, False, False],
+        [False],
+    )
     assert et_format.schema_marks(
         "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"
     ) == (

@@ -587,3 +587,16 @@ def test_timeline_of_untimed_and_step_timed_traces(client, graph):
     assert [(lane["kind"], lane["bars"]) for lane in info["lanes"]] == [("ops", 92)]
     w = client.get("/ui/traces/ui-chainer/timeline/window", params={"t0": 0, "t1": 92, "px": 92}).json()
     assert w["lanes"][0]["n"] == [1] * 92 and w["lanes"][0]["s"] == list(range(92))
+
+
+def test_upload_form_offers_every_format():
+    """The upload form's format list is the server's (sources in ui/)."""
+    import re
+    from pathlib import Path
+
+    from tracegraph.ingest import formats
+
+    js = (Path(__file__).resolve().parent.parent / "ui" / "src" / "views" / "traces.js").read_text()
+    listed = re.search(r"const FORMATS = \[(.*?)\];", js, re.S)
+    assert listed is not None
+    assert sorted(re.findall(r'"([\w-]+)"', listed.group(1))) == sorted(["auto", *formats.names()])

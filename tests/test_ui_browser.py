@@ -44,6 +44,11 @@ PYTORCH = "pytorch-ui"
 PYTORCH_SAMPLE = ROOT / "examples" / "traces" / "pytorch-cnn-cpu.pt.trace.json.gz"
 PEAK = 1_238_944_256  # GPU_0_bfc's peak in tf1-alexnet-stepstats.pbtxt (memory_stats / the allocation records)
 KEY = "ui-test-key-3141"
+JOINED = "mlp-et-ui"
+JOINED_FILES = (
+    ROOT / "tests" / "data" / "pytorch_et" / "mlp_train.kineto.json.gz",
+    ROOT / "tests" / "data" / "pytorch_et" / "mlp_train.et.json.gz",
+)
 
 
 def shot(page, name: str) -> None:
@@ -685,6 +690,324 @@ def test_diff_and_drop(ui, uploaded, http):
     page.click(f"tr[data-trace='{TRACE}'] button[data-action=drop]")
     page.wait_for_timeout(300)
     assert http.get(f"/traces/{TRACE}").status_code == 200
+
+
+# ---------------------------------------------------------------------------- a joined PyTorch trace (ET + Kineto)
+
+
+def drop_files(page, paths) -> None:
+    """Drag-and-drop several files onto the upload zone at once (one drop event, one DataTransfer)."""
+    page.evaluate(
+        """(files) => {
+        const dt = new DataTransfer();
+        for (const [name, b64] of files) {
+            dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name));
+        }
+        const zone = document.getElementById("dropzone");
+        zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true, cancelable: true}));
+        zone.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
+    }""",
+        [[p.name, base64.b64encode(p.read_bytes()).decode()] for p in paths],
+    )
+
+
+def graph_labels(value, out: dict) -> dict:
+    """uid -> labels of every node in an API answer (nodes, paths, lists of them)."""
+    if isinstance(value, dict):
+        if value.get("kind") == "node":
+            out[value["properties"]["uid"]] = value.get("labels") or []
+        else:
+            for v in value.values():
+                graph_labels(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            graph_labels(v, out)
+    return out
+
+
+def cypher_rows(http, query: str, trace: str, **params) -> list:
+    r = http.post("/cypher", json={"query": query, "trace": trace, "params": params})
+    assert r.status_code == 200, r.text
+    return r.json()["rows"]
+
+
+# The drawn graph's nodes (kind, uid, name) and edges (type, source uid, target uid); the Cypher
+# view does not publish its Cytoscape instance, so it is read from the container Cytoscape registers on.
+DRAWN = """(sel) => {
+  const cy = sel ? document.querySelector(sel)._cyreg.cy : window.__tracegraph.graph.cy;
+  const uid = (n) => n.data("uid");
+  return { nodes: cy.nodes().map((n) => ({ kind: n.data("kind"), uid: uid(n), name: n.data("name") })),
+           edges: cy.edges().map((e) => ({ type: e.data("type"), source: uid(e.source()), target: uid(e.target()) })) };
+}"""
+
+# The page coordinates of the drawn node with a given uid (the graph view's).
+NODE_AT = """(uid) => {
+  const cy = window.__tracegraph.graph.cy;
+  const n = cy.nodes().filter((x) => x.data("uid") === uid)[0];
+  const p = n.renderedPosition(), r = cy.container().getBoundingClientRect();
+  return { x: r.left + p.x, y: r.top + p.y };
+}"""
+
+
+def open_graph(page, route: str) -> None:
+    """Open a graph view and wait for its drawing (not the last view's, whose handle is dropped first)."""
+    page.evaluate("() => { if (window.__tracegraph) window.__tracegraph.graph = null; }")
+    page.goto(page.url.split("#")[0] + route)
+    page.wait_for_function("() => window.__tracegraph?.graph?.cy")
+
+
+@pytest.fixture(scope="module")
+def joined_uploaded(ui, uploaded, http):
+    """mlp_train's Kineto trace and Execution Trace, dropped onto the page together: one trace."""
+    page, _console, _requests, _responses = ui
+    page.goto(page.url.split("#")[0] + "#/traces")
+    page.wait_for_selector("#dropzone")
+    drop_files(page, JOINED_FILES)
+    assert page.text_content("#upload-status").startswith("2 file(s): ")
+    page.fill("#upload-name", JOINED)
+    page.click("#upload-go")
+    status = page.locator("#upload-status")
+    page.wait_for_function(
+        "(t) => { const s = document.getElementById('upload-status'); return s.dataset.done === t || s.dataset.failed; }",
+        arg=JOINED,
+    )
+    assert status.get_attribute("data-done") == JOINED, status.text_content()
+    page.wait_for_selector(f"tr[data-trace='{JOINED}']")
+    summary = http.get(f"/traces/{JOINED}").json()
+    assert summary["framework"] == "pytorch" and summary["has_deps"] and summary["has_times"]
+    assert [Path(s).name for s in summary["sources"]] == [p.name for p in JOINED_FILES]
+    return JOINED
+
+
+def test_joined_pytorch_trace_lists_its_dependency_critical_path(ui, joined_uploaded, http):
+    page, _console, _requests, _responses = ui
+    summary = http.get(f"/traces/{JOINED}").json()
+    assert summary["critical_path_us"] < summary["observed_path_us"] <= summary["span_us"]
+    cell = page.locator(f"tr[data-trace='{JOINED}'] td").nth(4)
+    assert cell.get_attribute("data-kind") == "dependency"  # not the observed path's fallback
+    assert float(cell.get_attribute("data-value")) == summary["critical_path_us"]
+    assert "observed" not in cell.text_content()
+    shot(page, "15-traces-joined-pytorch")
+
+
+def open_joined_timeline(page) -> dict:
+    page.goto(page.url.split("#")[0] + f"#/timeline/{JOINED}")
+    page.wait_for_selector("#timeline-plot[data-ready='1']")
+    page.wait_for_selector("#highlight-list ol li")
+    page.wait_for_timeout(200)
+    return timeline_state(page)
+
+
+def path_runs(http) -> set[tuple[str, float, float]]:
+    """(name, start, end) of the ops on the dependency critical path: the runs the timeline should mark."""
+    return {
+        tuple(r)
+        for r in cypher_rows(
+            http,
+            "MATCH (o:Op {trace: $trace}) WHERE o.cp_step IS NOT NULL RETURN o.name, o.start_us, o.end_us",
+            JOINED,
+        )
+    }
+
+
+def test_joined_pytorch_timeline_opens_on_the_dependency_path(ui, joined_uploaded, http):
+    page, _console, _requests, _responses = ui
+    api = http.get(f"/ui/traces/{JOINED}/timeline").json()
+    assert api["highlight_default"] == "critical-path"  # the best path it has: dependencies, not the observed one
+    assert {h["name"]: h["available"] for h in api["highlights"]} == {
+        "critical-path": True,
+        "observed-critical-path": True,
+    }
+    state = open_joined_timeline(page)
+    shot(page, "16-timeline-joined-pytorch")
+    assert page.input_value("#highlight-source") == "critical-path"
+    assert state["data"]["highlight"] == "critical-path" and state["data"]["highlight_note"] is None
+    assert state["pixels"] > 0
+    # The list under the plot is the critical-path analysis, in order (op names repeat: three aten::linear).
+    cp = http.get(f"/traces/{JOINED}/queries/critical-path").json()
+    ops = [r[cp["columns"].index("op")] for r in cp["rows"]]
+    assert len(ops) == summary_ops(http) and len(set(ops)) < len(ops)
+    listed = page.locator("#highlight-list ol li").evaluate_all("els => els.map(e => e.dataset.op)")
+    assert listed == ops
+    assert page.text_content("#highlight-list h3") == f"critical path (dependency DAG): {len(ops)} ops"
+    # Every op of the path lies inside a red bar (drawn alone, or merged below a pixel) of an op lane.
+    on_path = path_runs(http)
+    assert sorted(n for n, _, _ in on_path) == sorted(ops)
+    kinds = {lane["id"]: lane["kind"] for lane in state["lanes"]}
+    assert set(kinds.values()) == {"ops"}  # a CPU trace: op lanes only
+    red = [
+        (lane["s"][k], lane["e"][k]) for lane in state["data"]["lanes"] for k in range(len(lane["s"])) if lane["h"][k]
+    ]
+    for name, start, end in on_path:
+        assert any(a <= start and end <= b for a, b in red), name
+
+
+def test_joined_pytorch_timeline_marks_only_the_paths_runs(ui, joined_uploaded, http):
+    """The highlighted bars are exactly the runs on the path: an op whose name is on the path but
+    that is not (the optimizer's other aten::add_) stays unhighlighted."""
+    page, _console, _requests, _responses = ui
+    on_path = path_runs(http)
+    state = open_joined_timeline(page)
+    assert state["data"]["highlight_ops"] == len(on_path)
+
+    def check(state) -> int:
+        singles = 0
+        for lane in state["data"]["lanes"]:
+            for k, i in enumerate(lane["i"]):
+                if i >= 0:
+                    singles += 1
+                    bar = (lane["names"][str(i)][0], lane["s"][k], lane["e"][k])
+                    assert bool(lane["h"][k]) == (bar in on_path), bar
+        return singles
+
+    check(state)
+    # Zoom to the optimizer step, where aten::add_ runs a dozen times and twice on the path: each a bar of its own.
+    (s0, s1) = cypher_rows(
+        http,
+        "MATCH (o:Op {trace: $trace}) WHERE o.name STARTS WITH 'Optimizer.step' RETURN min(o.start_us), max(o.end_us)",
+        JOINED,
+    )[0]
+    page.evaluate("([a, b]) => window.__tracegraph.timeline.setView(a, b)", [s0, s1])
+    page.wait_for_function(
+        "() => { const t = window.__tracegraph.timeline; const d = t.data(), v = t.view();"
+        " return d && d.t0 <= v.min && d.t1 >= v.max && d.res < (v.max - v.min) / 500; }"
+    )
+    state = timeline_state(page)
+    shot(page, "16b-timeline-joined-pytorch-optimizer")
+    adds = [
+        (lane["names"][str(i)][0], lane["s"][k], lane["e"][k])
+        for lane in state["data"]["lanes"]
+        for k, i in enumerate(lane["i"])
+        if i >= 0 and lane["names"][str(i)][0] == "aten::add_"
+    ]
+    assert len(adds) > 2 and sum(a in on_path for a in adds) == 2
+    assert check(state) >= len(adds)
+
+
+def summary_ops(http) -> int:
+    return http.get(f"/traces/{JOINED}").json()["critical_path_ops"]
+
+
+def test_joined_pytorch_graph_draws_the_critical_path_and_an_ops_tensors(ui, joined_uploaded, http):
+    page, _console, _requests, _responses = ui
+    open_graph(page, f"#/graph/{JOINED}?cp=1&first=0")
+    n = summary_ops(http)
+    assert page.text_content("#graph-caption").startswith(f"critical path: showing {n} of {n} ops")
+    page.locator("#graph-box").scroll_into_view_if_needed()
+    state = page.evaluate(GRAPH_STATE)
+    drawn = page.evaluate(DRAWN, None)
+    shot(page, "17-graph-joined-pytorch")
+    # One node per op of the path, the very ops (by uid) critical-path-graph returns.
+    path = graph_nodes(
+        http.get(f"/traces/{JOINED}/queries/critical-path-graph", params={"first_step": 0, "max_ops": 40}).json()[
+            "rows"
+        ],
+        {},
+    )
+    cp = http.get(f"/traces/{JOINED}/queries/critical-path").json()
+    assert len(path) == n
+    assert sorted(x["uid"] for x in drawn["nodes"]) == sorted(path)
+    assert sorted(x["name"] for x in drawn["nodes"]) == sorted(r[cp["columns"].index("op")] for r in cp["rows"])
+    assert {x["kind"] for x in drawn["nodes"]} == {"Op"}
+    assert_legible(state)
+    # Select an op of the path that reads and writes tensors, then add its tensors to the drawing.
+    uid, name = cypher_rows(
+        http,
+        "MATCH (o:Op {trace: $trace})-[:PRODUCES]->(:Tensor) WHERE o.cp_step IS NOT NULL "
+        "MATCH (o)-[:CONSUMES]->(:Tensor) RETURN DISTINCT o.uid, o.name, o.cp_step ORDER BY o.cp_step LIMIT 1",
+        JOINED,
+    )[0][:2]
+    at = page.evaluate(NODE_AT, uid)  # that very op: names repeat on a PyTorch path
+    page.mouse.click(at["x"], at["y"])
+    page.wait_for_function("(op) => document.querySelector('#graph-selection h3')?.textContent === op", arg=name)
+    page.click("#graph-tensors")
+    page.wait_for_function("() => / read or written/.test(document.getElementById('graph-tensors-status').textContent)")
+    want = cypher_rows(
+        http,
+        "MATCH (o:Op {trace: $trace, uid: $uid})-[r:PRODUCES|CONSUMES]->(t:Tensor) RETURN type(r), t.uid, t.name",
+        JOINED,
+        uid=uid,
+    )
+    assert {r[0] for r in want} == {"PRODUCES", "CONSUMES"}
+    drawn = page.evaluate(DRAWN, None)
+    page.locator("#graph-box").scroll_into_view_if_needed()
+    state = page.evaluate(GRAPH_STATE)
+    shot(page, "18-graph-joined-pytorch-tensors")
+    tensors = {x["uid"] for x in drawn["nodes"] if x["kind"] == "Tensor"}
+    assert tensors == {r[1] for r in want}
+    assert page.text_content("#graph-tensors-status").startswith(f"{len(tensors)} tensor")
+    # Drawn the way data flows: what the op read into it, what it wrote out of it.
+    edges = {(e["type"], e["source"], e["target"]) for e in drawn["edges"] if e["type"] in ("PRODUCES", "CONSUMES")}
+    assert edges == {("PRODUCES", uid, t) if kind == "PRODUCES" else ("CONSUMES", t, uid) for kind, t, _ in want}
+    assert len(drawn["nodes"]) == n + len(tensors)
+    assert all(x["font"] >= MIN_LABEL_PX - 1e-6 for x in state["nodes"])
+    # A tensor's label is its shape; hovering it names it.
+    t_uid, t_name = next((r[1], r[2]) for r in want if r[0] == "PRODUCES")
+    shape = cypher_rows(http, "MATCH (t:Tensor {trace: $trace, uid: $u}) RETURN t.shape", JOINED, u=t_uid)[0][0]
+    assert shape and any(x["name"] == shape for x in state["nodes"])
+    at = page.evaluate(NODE_AT, t_uid)
+    page.mouse.move(at["x"], at["y"])
+    tip = page.locator(".graph-tip")
+    tip.wait_for(state="visible")
+    assert t_name in tip.text_content() and "bytes" in tip.text_content()
+    page.mouse.move(0, 0)
+
+
+def test_joined_pytorch_neighborhood_with_tensors(ui, joined_uploaded, http):
+    page, _console, _requests, _responses = ui
+    op = "aten::relu"  # twice in the forward pass: the neighborhood is both runs'
+    open_graph(page, f"#/graph/{JOINED}?op={op}&hops=1")
+    near = graph_nodes(
+        http.get(f"/traces/{JOINED}/queries/op-neighborhood-graph", params={"op": op, "hops": 1}).json()["rows"], {}
+    )
+    drawn = page.evaluate(DRAWN, None)
+    assert {x["uid"] for x in drawn["nodes"]} == set(near)
+    page.click("#graph-tensors")
+    page.wait_for_function("() => / read or written/.test(document.getElementById('graph-tensors-status').textContent)")
+    want = cypher_rows(
+        http,
+        "MATCH (o:Op {trace: $trace, name: $op})-[:PRODUCES|CONSUMES]->(t:Tensor) RETURN DISTINCT t.uid",
+        JOINED,
+        op=op,
+    )
+    drawn = page.evaluate(DRAWN, None)
+    shot(page, "19-graph-joined-neighborhood-tensors")
+    assert want and {x["uid"] for x in drawn["nodes"] if x["kind"] == "Tensor"} == {r[0] for r in want}
+
+
+def test_joined_pytorch_tensors_in_a_cypher_graph(ui, joined_uploaded, http):
+    page, _console, _requests, _responses = ui
+    query = "MATCH p=(o:Op {trace:$trace})-[:PRODUCES]->(t:Tensor)<-[:CONSUMES]-(r:Op) RETURN p LIMIT 20"
+    page.goto(page.url.split("#")[0] + f"#/cypher/{JOINED}")
+    page.wait_for_selector("#cypher-form")
+    assert page.input_value("#cypher-trace") == JOINED
+    page.fill("#cypher-query", query)
+    with page.expect_response(lambda r: r.url.endswith("/cypher")) as answer:
+        page.click("#cypher-run")
+    page.wait_for_selector("#cypher-graph canvas")
+    api = graph_labels(answer.value.json()["rows"], {})  # what the page was sent
+    tensors = {u for u, labels in api.items() if "Tensor" in labels}
+    ops = {u for u, labels in api.items() if "Op" in labels}
+    assert tensors and ops and len(tensors) + len(ops) == len(api)
+    # They are the trace's tensors that one op wrote and another read.
+    assert cypher_rows(
+        http,
+        "MATCH (t:Tensor {trace: $trace}) WHERE t.uid IN $uids AND (t)<-[:PRODUCES]-(:Op) AND (t)<-[:CONSUMES]-(:Op) "
+        "RETURN count(t)",
+        JOINED,
+        uids=sorted(tensors),
+    ) == [[len(tensors)]]
+    drawn = page.evaluate(DRAWN, "#cypher-graph")
+    shot(page, "20-cypher-joined-tensors")
+    assert {x["uid"] for x in drawn["nodes"] if x["kind"] == "Tensor"} == tensors
+    assert {x["uid"] for x in drawn["nodes"] if x["kind"] == "Op"} == ops
+    # Producer -> tensor -> reader: both relationships drawn in the direction the data went.
+    for e in drawn["edges"]:
+        assert (
+            (e["source"] in ops and e["target"] in tensors)
+            if e["type"] == "PRODUCES"
+            else (e["type"] == "CONSUMES" and e["source"] in tensors and e["target"] in ops)
+        ), e
 
 
 def test_no_console_errors(ui, uploaded):

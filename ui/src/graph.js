@@ -24,15 +24,17 @@ const PAD = 24; // px around the fitted graph
 const ROW_GAP = 56; // model px between folded rows
 const LABEL_CHARS = 40; // at most two lines of LABEL_WIDTH
 const LABEL_WIDTH = 150; // model px
-// Relationship types that point back in time (an op to its predecessor):
-// drawn from the earlier op to the later one, so that time flows to the right.
-const BACKWARD = new Set(["CRITICAL_PRED", "CHAIN_PRED"]);
+// Relationship types that point back in time (an op to its predecessor, an
+// op to a tensor it read): drawn from the earlier end to the later one, so
+// that time flows to the right (a tensor's producer, the tensor, its readers).
+const BACKWARD = new Set(["CRITICAL_PRED", "CHAIN_PRED", "CONSUMES"]);
 
 /** {label: {color, border, caption}} and {relType: {color, width}} from the grass style sheet. */
 export function parseGrass(text) {
   const nodes = {};
   const rels = {};
-  for (const m of text.matchAll(/(node|relationship)(?:\.(\w+))?\s*\{([^}]*)\}/g)) {
+  // A block's braces may hold quoted braces: caption: '{shape}';
+  for (const m of text.matchAll(/(node|relationship)(?:\.(\w+))?\s*\{((?:'[^']*'|[^}'])*)\}/g)) {
     const props = Object.fromEntries([...m[3].matchAll(/([\w-]+)\s*:\s*([^;]+);/g)].map((p) => [p[1], p[2].trim()]));
     const key = m[2] || "*";
     if (m[1] === "node") nodes[key] = { color: props.color, border: props["border-color"], caption: props.caption };
@@ -138,6 +140,7 @@ function elementsOf(g, { center = null, have = new Set() } = {}) {
         color: style.color || "#A5ABB6",
         border: style.border || "#9AA1AC",
         kind: label,
+        uid: nd.properties?.uid ?? null,
         cp: nd.properties?.cp_step !== undefined && nd.properties?.cp_step !== null ? 1 : 0,
         center: center !== null && nd.properties?.name === center ? 1 : 0,
       },
@@ -320,6 +323,12 @@ function describeNode(node, nd, unit) {
   const p = nd?.properties || {};
   const kind = node.data("kind");
   if (kind) lines.push(p.type ? `${kind} · ${p.type}` : kind);
+  if (kind === "Tensor") {
+    // Its caption is its shape: name it, with its type and size.
+    if (p.name && p.name !== node.data("name")) lines.push(p.name);
+    const what = [p.dtype, p.bytes !== undefined && p.bytes !== null ? `${p.bytes.toLocaleString()} bytes` : null];
+    if (what.some(Boolean)) lines.push(what.filter(Boolean).join(" · "));
+  }
   if (p.weight_us !== undefined && p.weight_us !== null) lines.push(`weight ${fmtTime(p.weight_us, unit)}`);
   if (p.cp_step !== undefined && p.cp_step !== null) lines.push(`critical path step ${p.cp_step}`);
   const out = [];

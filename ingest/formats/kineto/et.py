@@ -199,7 +199,7 @@ def schema_marks(schema: str) -> tuple[list[bool], list[bool]]:
     """Which arguments and which returns an op schema marks ``!`` (written):
     ``aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1)
     -> Tensor(a!)`` gives ``([True, False, False], [True])``."""
-    head, _, ret = schema.partition(" -> ")
+    head, ret = _split_arrow(schema)
     if "(" not in head or ")" not in head:
         return [], []
     args = head[head.index("(") + 1 : head.rindex(")")]
@@ -207,6 +207,20 @@ def schema_marks(schema: str) -> tuple[list[bool], list[bool]]:
     if ret.startswith("(") and ret.endswith(")"):
         ret = ret[1:-1]
     return ["!" in a for a in _split_top(args) if a != "*"], ["!" in r for r in _split_top(ret)]
+
+
+def _split_arrow(schema: str) -> tuple[str, str]:
+    """``(arguments, returns)`` at the ``->`` outside parentheses (alias
+    sets may hold one: ``Tensor(a -> *)`` in ``aten::split``)."""
+    depth = 0
+    for i, ch in enumerate(schema):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif depth == 0 and schema.startswith(" -> ", i):
+            return schema[:i], schema[i + 4 :]
+    return schema, ""
 
 
 _DTYPE = re.compile(r"Tensor\(([^)]*)\)")
@@ -578,7 +592,7 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
             path,
             f"does not match the Kineto trace {', '.join(base.sources)}: only {len(match)} of {len(et_ops)} of its "
             f"ops have a Kineto event with the same record-function id and name (files of different steps or "
-            f"runs?){pid_note}",
+            f"runs, or threads the Kineto trace did not record?){pid_note}",
         )
     carriers = et.carriers()
     start = ops["start_us"].to_numpy(float)

@@ -8,15 +8,54 @@
 // dependency hop of it to the drawing (op-neighborhood-graph), so the
 // path's surroundings come on demand. Sizes are capped, and the view says
 // how many of how many nodes it shows.
-import { enc, getJSON, qs } from "../api.js";
+//
+// Tensors, on demand too: "show its tensors" adds the tensors the selected
+// op (or, in a neighborhood, the op in the middle) read and wrote (CONSUMES
+// and PRODUCES, through POST /cypher), the reads to its left and the
+// writes to its right.
+import { enc, getJSON, postJSON, qs } from "../api.js";
 import { addGraph, capGraph, collectGraph, drawGraph } from "../graph.js";
 import { el, errorBox, fmtInt, fmtTime } from "../util.js";
 
 const MAX_NODES = 150;
 const CP_WINDOW = 40;
+const MAX_TENSORS = 100;
+// The tensors some ops (by uid) read and wrote, as paths op -> tensor.
+const TENSORS_QUERY = `MATCH p = (o:Op {trace: $trace})-[:PRODUCES|CONSUMES]->(t:Tensor)
+WHERE o.uid IN $uids
+RETURN p ORDER BY o.uid, t.uid LIMIT ${MAX_TENSORS}`;
 
 async function neighborhood(trace, op, hops) {
   return getJSON(`/traces/${enc(trace)}/queries/op-neighborhood-graph${qs({ op, hops })}`);
+}
+
+/** A button that adds the tensors the ops `uids()` names read and wrote to the drawn graph `cy()`. */
+function tensorsButton(trace, uids, cy, focus, status) {
+  const button = el(
+    "button#graph-tensors",
+    {
+      type: "button",
+      onclick: async () => {
+        button.disabled = true;
+        status.textContent = "loading…";
+        try {
+          const res = await postJSON("/cypher", { query: TENSORS_QUERY, params: { uids: uids() }, trace });
+          const g = collectGraph(res.rows);
+          const tensors = [...g.nodes.values()].filter((nd) => (nd.labels || []).includes("Tensor")).length;
+          const added = addGraph(cy(), g, { focus: focus() });
+          status.textContent =
+            `${fmtInt(tensors)} tensor${tensors === 1 ? "" : "s"} read or written` +
+            (added < tensors ? ` (${fmtInt(added)} new)` : "") +
+            (res.rows.length >= MAX_TENSORS ? ` (the first ${MAX_TENSORS})` : "");
+        } catch (err) {
+          status.replaceChildren(errorBox(err));
+          button.disabled = false;
+        }
+      },
+    },
+    "show its tensors",
+  );
+  return button;
 }
 
 export async function render(root, [trace], query, ctx) {
@@ -70,6 +109,7 @@ export async function render(root, [trace], query, ctx) {
     const name = nd.properties.name;
     const p = nd.properties;
     const status = el("span.status#graph-expand-status", { role: "status" });
+    const tensorStatus = el("span.status#graph-tensors-status", { role: "status" });
     const expand = el(
       "button#graph-expand",
       {
@@ -111,6 +151,19 @@ export async function render(root, [trace], query, ctx) {
         " ",
         status,
       ),
+      el(
+        "p",
+        {},
+        tensorsButton(
+          trace,
+          () => [p.uid],
+          () => cy,
+          () => node,
+          tensorStatus,
+        ),
+        " ",
+        tensorStatus,
+      ),
     );
   }
 
@@ -124,6 +177,23 @@ export async function render(root, [trace], query, ctx) {
       }
       caption.textContent = `${query.op}: ops within ${hops.value} hops — showing ${fmtInt(g.nodes.size)} of ${fmtInt(g.total)} nodes`;
       cy = drawGraph(box, g, { onNode: recenter, center: query.op, unit });
+      const centers = () => cy.nodes("[center = 1]");
+      const tensorStatus = el("span.status#graph-tensors-status", { role: "status" });
+      selection.replaceChildren(
+        el(
+          "p",
+          {},
+          tensorsButton(
+            trace,
+            () => centers().map((n) => n.data("uid")),
+            () => cy,
+            centers,
+            tensorStatus,
+          ),
+          " ",
+          tensorStatus,
+        ),
+      );
     } else {
       const total = info.critical_path_ops || 0;
       const first = Math.max(0, Math.min(Number(query.first) || 0, Math.max(0, total - 1)));

@@ -4,9 +4,12 @@
 import { ApiError, enc, getJSON, request, upload } from "../api.js";
 import { el, errorBox, fmtBytes, fmtInt, fmtTime } from "../util.js";
 
+// The ingest formats (tests/test_ui_api.py checks them against the server's).
 const FORMATS = [
   "auto",
   "pytorch-kineto",
+  "pytorch-et",
+  "xplane",
   "tf-stepstats",
   "tf-oplist",
   "tf-opnames",
