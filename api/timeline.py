@@ -15,10 +15,13 @@ bars per pixel per lane:
 * gaps of a pixel or more always stay visible.
 
 Lanes: one per device stream (kernels and copies, TF's ``stream:all`` is
-not stored), and per device as many op lanes as it takes so that no two
-ops of a lane overlap (first fit in start order: TF's inter-op threads,
-in effect). Times are the trace's (us since its first event; steps for
-traces timed in steps).
+not stored), and op lanes per device: per thread when the trace says which
+thread ran each op (``Op.thread``: XPlane's and Kineto's host threads; the
+lane is named after it), else for the whole device; each as many lanes as
+it takes so that no two ops of a lane overlap (first fit in start order:
+nested ops, or for a device without threads TF's inter-op threads, in
+effect). A device's threads come in the order they started. Times are the
+trace's (us since its first event; steps for traces timed in steps).
 
 Every lane says what it carries (``kind``, see :func:`lane_kind`): ``ops``,
 or for a stream ``compute``, ``memcpy`` or ``communication``, from its
@@ -46,6 +49,7 @@ OP_COLUMNS: dict[str, type] = {
     "start_us": float,
     "end_us": float,
     "cp_step": int,
+    "thread": str,
 }
 KERNEL_COLUMNS: dict[str, type] = {
     "name": str,
@@ -216,13 +220,16 @@ def build(
     stream_rows: Sequence[Sequence[Any]] = (),
 ) -> TraceTimeline:
     """Lanes from the rows :func:`read_rows` reads (columns OP_COLUMNS,
-    KERNEL_COLUMNS and STREAM_COLUMNS)."""
+    KERNEL_COLUMNS and STREAM_COLUMNS; an op row without its last column,
+    ``thread``, is an op of no known thread)."""
     stream_kinds = {(device or "", name): kind for name, device, kind in stream_rows}
     lanes: list[Lane] = []
-    by_device: dict[str, dict[str, list[Bar]]] = {}
+    ops_by_device: dict[str, dict[str, list[Bar]]] = {}  # device -> thread ("": not known) -> ops
+    by_device: dict[str, dict[str, list[Bar]]] = {}  # device -> stream -> kernels
     critical: set[str] = set()
-    for name, typ, device, s, e, cp_step in op_rows:
-        by_device.setdefault(device or "", {}).setdefault("", []).append((float(s), float(e), name, typ, name))
+    for name, typ, device, s, e, cp_step, *rest in op_rows:
+        thread = (rest[0] if rest else None) or ""
+        ops_by_device.setdefault(device or "", {}).setdefault(thread, []).append((float(s), float(e), name, typ, name))
         if cp_step is not None:
             critical.add(name)
     for name, kind, op, device, stream, s, e in kernel_rows:
@@ -230,16 +237,19 @@ def build(
             (float(s), float(e), name, kind or "kernel", op or "")
         )
     t_min, t_max = np.inf, -np.inf
-    for device in sorted(by_device):
-        groups = by_device[device]
+    for device in sorted(set(ops_by_device) | set(by_device)):
         short = _short_device(device)
-        if "" in groups:
-            rows = sorted(groups[""], key=lambda r: (r[0], r[1], r[2]))
-            packed = pack_ops(rows)
+        threads = {
+            t: sorted(rows, key=lambda r: (r[0], r[1], r[2])) for t, rows in ops_by_device.get(device, {}).items()
+        }
+        # Ops of no known thread first (the only ones for most formats), then each thread from its first op.
+        for thread in sorted(threads, key=lambda t: (t != "", threads[t][0][0] if t else 0.0, t)):
+            packed = pack_ops(threads[thread])
             for i, part in enumerate(packed):
-                label = f"{short} ops" + (f" #{i + 1}" if len(packed) > 1 else "")
+                label = f"{short} {thread or 'ops'}" + (f" #{i + 1}" if len(packed) > 1 else "")
                 lanes.append(_lane(len(lanes), label, device, "ops", part))
-        for stream in sorted(s for s in groups if s):
+        groups = by_device.get(device, {})
+        for stream in sorted(groups):
             rows = sorted(groups[stream], key=lambda r: (r[0], r[1], r[2], r[4]))
             lane = _lane(len(lanes), f"{short} {stream}", device, "compute", rows, stream)
             lane.kind = lane_kind(lane.kernel_kinds, stream_kinds.get((device, stream)))

@@ -12,6 +12,18 @@ legibility (left to right, inside the frame, labels at a readable size
 and apart). The bundled PyTorch sample (no dependencies between ops)
 opens its timeline on the observed critical path, and the traces table
 shows that path's length, labelled.
+
+Two XPlane captures are dropped onto the page too: keras_cnn_train (TF2,
+two tf_Compute threads, no dependencies) and jax_train_step (JAX, HLO
+dependencies, the step run twice). Their timelines have one lane per host
+thread, named after it (against the API's lanes and the ops' threads),
+bars drawn in every lane, and open on the best path: JAX's dependency
+critical path (listed as the critical-path analysis, exactly its runs
+red), TF's observed one; top-ops and op-type-breakdown run through the
+form show the API's rows as the table formats them; the graph view draws
+JAX's critical path and an op's neighborhood (added to the path, and on
+its own), and says "not available" for TF. None of these pages logs an
+error or a warning, shows an error box or gets an error answer.
 Screenshots of each view go to tests/artifacts/ui/ (ignored by git).
 Skipped, with the reason, when no Chromium or no Playwright is installed.
 """
@@ -19,11 +31,13 @@ Skipped, with the reason, when no Chromium or no Playwright is installed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import io
 import itertools
 import re
 import sys
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import httpx
@@ -1008,6 +1022,421 @@ def test_joined_pytorch_tensors_in_a_cypher_graph(ui, joined_uploaded, http):
             if e["type"] == "PRODUCES"
             else (e["type"] == "CONSUMES" and e["source"] in tensors and e["target"] in ops)
         ), e
+
+
+# ---------------------------------------------------------------------------- XPlane captures (TF2 and JAX)
+
+XPLANE_DIR = ROOT / "tests" / "data" / "xplane"
+KERAS = "keras-xplane-ui"  # keras_cnn_train: TF ops on two tf_Compute threads; no dependencies
+JAX = "jax-xplane-ui"  # jax_train_step: HLO ops on one XLA client thread; dependencies from the HLO
+XPLANE = {
+    KERAS: (XPLANE_DIR / "keras_cnn_train.xplane.pb.gz", "tensorflow"),
+    JAX: (XPLANE_DIR / "jax_train_step.xplane.pb.gz", "jax"),
+}
+# Chromium's note on repeated canvas read-backs (the tests count pixels): not the page's doing.
+READBACK_NOTE = "willReadFrequently"
+
+
+@contextlib.contextmanager
+def page_stays_clean(ui):
+    """Fails when the page logs an error or a warning (a view's caught error is a console.warn plus an
+    error box), shows an error box, or gets an error answer while the block runs."""
+    page, console, _requests, responses = ui
+    errors, answers = len(console.errors), len(responses)
+    warnings: list[str] = []
+
+    def on_console(m) -> None:
+        if m.type == "warning" and READBACK_NOTE not in m.text:
+            warnings.append(m.text)
+
+    page.on("console", on_console)
+    try:
+        yield
+        page.wait_for_timeout(100)  # what the last request answered is handled
+        assert console.errors[errors:] == []
+        assert warnings == []
+        assert [r for r in responses[answers:] if r[2] >= 400] == []
+        assert page.locator("#main .error").count() == 0, page.locator("#main .error").all_text_contents()
+    finally:
+        page.remove_listener("console", on_console)
+
+
+def go(page, route: str) -> None:
+    """Open a route of the page and return once the router has cleared the last view (the router's
+    hashchange listener runs before this one), so that waiting for an element finds the new view's."""
+    page.evaluate(
+        """(h) => new Promise((done) => {
+        if (location.hash === h) return done();
+        window.addEventListener("hashchange", () => done(), { once: true });
+        location.hash = h;
+    })""",
+        route,
+    )
+
+
+def upload_through_page(page, path: Path, trace: str) -> None:
+    """Drop one file onto the upload zone, name the trace, upload, and wait for its job."""
+    go(page, "#/traces")
+    page.wait_for_selector("#dropzone")
+    page.fill("#upload-name", "")
+    drop_file(page, path)
+    assert page.input_value("#upload-name") == path.name.removesuffix(".gz")  # named after the file
+    assert page.input_value("#upload-format") == "auto"
+    page.fill("#upload-name", trace)
+    page.click("#upload-go")
+    page.wait_for_function(
+        "(t) => { const s = document.getElementById('upload-status'); return s.dataset.done === t || s.dataset.failed; }",
+        arg=trace,
+    )
+    status = page.locator("#upload-status")
+    assert status.get_attribute("data-done") == trace, status.text_content()
+    page.wait_for_selector(f"tr[data-trace='{trace}']")
+
+
+@pytest.fixture(scope="module")
+def xplane_uploaded(ui, http):
+    """keras_cnn_train and jax_train_step, each dropped onto the page (every upload a job here)."""
+    page, _console, _requests, _responses = ui
+    with page_stays_clean(ui):
+        for trace, (path, framework) in XPLANE.items():
+            upload_through_page(page, path, trace)
+            summary = http.get(f"/traces/{trace}").json()
+            assert summary["framework"] == framework and summary["sources"] == [path.name]
+            assert summary["has_times"] and summary["has_deps"] == (trace == JAX)
+        shot(page, "21-traces-xplane")
+    return list(XPLANE)
+
+
+def test_xplane_traces_listed_with_their_best_path(ui, xplane_uploaded, http):
+    page, _console, _requests, _responses = ui
+    with page_stays_clean(ui):
+        go(page, "#/traces")
+        for trace, (_path, framework) in XPLANE.items():
+            summary = http.get(f"/traces/{trace}").json()
+            row = page.locator(f"tr[data-trace='{trace}'] td")
+            row.first.wait_for()
+            assert [row.nth(i).text_content() for i in range(3)] == [trace, framework, f"{summary['ops']:,}"]
+            cp = row.nth(4)
+            if trace == JAX:  # dependencies: the dependency critical path, shorter than the observed one
+                assert cp.get_attribute("data-kind") == "dependency"
+                assert float(cp.get_attribute("data-value")) == summary["critical_path_us"]
+                assert summary["critical_path_us"] < summary["observed_path_us"]
+            else:  # none: the observed one, labelled
+                assert summary["critical_path_us"] is None
+                assert cp.get_attribute("data-kind") == "observed"
+                assert float(cp.get_attribute("data-value")) == summary["observed_path_us"]
+                assert cp.text_content().endswith(" (observed)")
+
+
+def timed_ops(http, trace: str) -> list[tuple[str, str, float, float]]:
+    """(thread, name, start, end) of every timed op of the trace."""
+    return [
+        (r[0], r[1], r[2], r[3])
+        for r in cypher_rows(
+            http,
+            "MATCH (o:Op {trace: $trace}) WHERE o.start_us IS NOT NULL AND o.end_us IS NOT NULL "
+            "RETURN o.thread, o.name, o.start_us, o.end_us",
+            trace,
+        )
+    ]
+
+
+# Canvas pixels in lane laneId's band, inside the plot, that no background has: lane backgrounds,
+# the grid and the page are white or grey, idle stream time pale red; bars (blue ops, red highlights,
+# paler merged bars) are far more saturated.
+BAR_PIXELS = """(laneId) => {
+  const t = window.__tracegraph.timeline;
+  const canvas = document.querySelector("#timeline-plot canvas");
+  const c = canvas.getBoundingClientRect(), over = document.querySelector("#timeline-plot .u-over").getBoundingClientRect();
+  const k = canvas.width / c.width;
+  const mid = t.point(laneId, 0, 0).y;
+  const x0 = Math.round((over.left - c.left) * k), y0 = Math.round((mid - c.top - 8) * k);
+  const img = canvas.getContext("2d").getImageData(x0, y0, Math.round(over.width * k), Math.round(16 * k)).data;
+  let n = 0;
+  for (let p = 0; p < img.length; p += 4) {
+    if (Math.max(img[p], img[p + 1], img[p + 2]) - Math.min(img[p], img[p + 1], img[p + 2]) > 50) n++;
+  }
+  return n;
+}"""
+
+
+# Canvas pixels drawn in the leftmost 3 css pixels of the plot's canvas, beside the lanes: a lane label
+# too long for the room left of the plot runs into the canvas's edge and is cut there.
+LABELS_CUT = """() => {
+  const canvas = document.querySelector("#timeline-plot canvas");
+  const c = canvas.getBoundingClientRect(), over = document.querySelector("#timeline-plot .u-over").getBoundingClientRect();
+  const k = canvas.width / c.width;
+  const row = (x, w) => canvas.getContext("2d")
+    .getImageData(Math.round(x * k), Math.round((over.top - c.top) * k), Math.round(w * k), Math.round(over.height * k)).data;
+  const drawn = (img) => { let n = 0; for (let p = 3; p < img.length; p += 4) if (img[p] > 0) n++; return n; };
+  return { edge: drawn(row(0, 3)), labels: drawn(row(0, over.left - c.left)) };
+}"""
+
+# Items of the list under the timeline whose text runs out of their box (into the next column).
+LIST_OVERFLOW = """() => [...document.querySelectorAll("#highlight-list ol li")].filter((li) => {
+  const box = li.getBoundingClientRect(), r = document.createRange();
+  r.selectNodeContents(li);
+  return [...r.getClientRects()].some((q) => q.right > box.right + 0.5 || q.left < box.left - 0.5);
+}).map((li) => li.dataset.op)"""
+
+
+def check_legible_timeline(page, state: dict) -> None:
+    """Lane labels drawn whole (the full lane names, not cut at the canvas's edge); the list's items inside
+    their columns."""
+    assert page.evaluate("() => window.__tracegraph.timeline.labels") == [x["name"] for x in state["lanes"]]
+    cut = page.evaluate(LABELS_CUT)
+    assert cut["labels"] > 0 and cut["edge"] == 0, cut
+    assert page.evaluate(LIST_OVERFLOW) == []
+
+
+def open_timeline(page, trace: str) -> dict:
+    go(page, f"#/timeline/{trace}")
+    page.wait_for_selector("#timeline-plot[data-ready='1']")
+    page.wait_for_selector("#highlight-list ol li")
+    page.wait_for_timeout(200)
+    return timeline_state(page)
+
+
+def check_xplane_lanes(page, http, trace: str, state: dict) -> None:
+    """The lanes are the host threads' op lanes, as the API gives them, and every lane has bars drawn."""
+    api = http.get(f"/ui/traces/{trace}/timeline").json()
+    assert [(x["id"], x["name"], x["kind"], x["bars"]) for x in state["lanes"]] == [
+        (x["id"], x["name"], x["kind"], x["bars"]) for x in api["lanes"]
+    ]
+    ops = timed_ops(http, trace)
+    per_thread: dict[str, int] = {}
+    for thread, *_ in ops:
+        per_thread[thread] = per_thread.get(thread, 0) + 1
+    # XPlane captures here have no op nested in another: one lane per thread, named after it, holding its ops.
+    assert all(x["kind"] == "ops" and x["device"] == "/host:CPU" and x["stream"] is None for x in api["lanes"])
+    assert sorted((x["name"], x["bars"]) for x in api["lanes"]) == sorted(
+        (f"/host:CPU {t}", n) for t, n in per_thread.items()
+    )
+    thread_of = {x["id"]: x["name"].removeprefix("/host:CPU ") for x in api["lanes"]}
+    runs = {(t, n, s, e) for t, n, s, e in ops}
+    singles = 0
+    for lane in state["data"]["lanes"]:
+        assert lane["s"], lane["id"]  # the whole trace: bars in every lane
+        for k, i in enumerate(lane["i"]):
+            if i >= 0:
+                singles += 1
+                assert (thread_of[lane["id"]], lane["names"][str(i)][0], lane["s"][k], lane["e"][k]) in runs
+        assert sum(lane["n"]) == state["lanes"][lane["id"]]["bars"]
+    assert singles > 0
+    for x in api["lanes"]:
+        assert page.evaluate(BAR_PIXELS, x["id"]) > 0, x["name"]
+
+
+def check_highlighted_bars(state: dict, on_path: set) -> None:
+    """A bar drawn alone is red exactly when it is a run on the path; every run on the path is inside a red bar."""
+    red, singles = [], 0
+    for lane in state["data"]["lanes"]:
+        for k, i in enumerate(lane["i"]):
+            if lane["h"][k]:
+                red.append((lane["s"][k], lane["e"][k]))
+            if i >= 0:
+                singles += 1
+                bar = (lane["names"][str(i)][0], lane["s"][k], lane["e"][k])
+                assert bool(lane["h"][k]) == (bar in on_path), bar
+    assert singles and red
+    for name, start, end in on_path:
+        assert any(a <= start and end <= b for a, b in red), name
+
+
+def test_xplane_jax_timeline_opens_on_the_dependency_critical_path(ui, xplane_uploaded, http):
+    page, _console, _requests, _responses = ui
+    with page_stays_clean(ui):
+        api = http.get(f"/ui/traces/{JAX}/timeline").json()
+        assert api["highlight_default"] == "critical-path"
+        state = open_timeline(page, JAX)
+        shot(page, "22-timeline-xplane-jax")
+        check_xplane_lanes(page, http, JAX, state)
+        check_legible_timeline(page, state)
+        assert page.input_value("#highlight-source") == "critical-path"
+        assert state["data"]["highlight"] == "critical-path" and state["data"]["highlight_note"] is None
+        # The list under the plot is the critical-path analysis's ops, in order.
+        cp = http.get(f"/traces/{JAX}/queries/critical-path").json()
+        ops = [r[cp["columns"].index("op")] for r in cp["rows"]]
+        assert len(ops) == http.get(f"/traces/{JAX}").json()["critical_path_ops"] > 1
+        listed = page.locator("#highlight-list ol li").evaluate_all("els => els.map(e => e.dataset.op)")
+        assert listed == ops
+        assert page.text_content("#highlight-list h3") == f"critical path (dependency DAG): {len(ops)} ops"
+        # Red: the runs on the path (the step runs twice: each op name has a run on the path and one off it).
+        on_path = {
+            tuple(r)
+            for r in cypher_rows(
+                http,
+                "MATCH (o:Op {trace: $trace}) WHERE o.cp_step IS NOT NULL RETURN o.name, o.start_us, o.end_us",
+                JAX,
+            )
+        }
+        assert sorted(n for n, _, _ in on_path) == sorted(ops)
+        assert state["data"]["highlight_ops"] == len(on_path)
+        assert {n for _t, n, _s, _e in timed_ops(http, JAX) if n in set(ops)} == set(ops)
+        assert sum(1 for _t, n, _s, _e in timed_ops(http, JAX) if n in set(ops)) > len(ops)  # names repeat
+        check_highlighted_bars(state, on_path)
+        assert state["pixels"] > 0
+
+
+def test_xplane_tf_timeline_opens_on_the_observed_critical_path(ui, xplane_uploaded, http):
+    page, _console, _requests, _responses = ui
+    with page_stays_clean(ui):
+        api = http.get(f"/ui/traces/{KERAS}/timeline").json()
+        assert api["highlight_default"] == "observed-critical-path"
+        state = open_timeline(page, KERAS)
+        shot(page, "23-timeline-xplane-tf")
+        check_xplane_lanes(page, http, KERAS, state)
+        check_legible_timeline(page, state)
+        assert len(state["lanes"]) == 2  # Keras's step ran on two tf_Compute threads
+        assert page.input_value("#highlight-source") == "observed-critical-path"
+        assert state["data"]["highlight"] == "observed-critical-path" and state["data"]["highlight_note"] is None
+        assert "not available" not in page.text_content("#timeline-status")
+        on_path = {
+            tuple(r)
+            for r in cypher_rows(
+                http,
+                "MATCH (o:Op {trace: $trace}) WHERE o.ocp_steps IS NOT NULL RETURN o.name, o.start_us, o.end_us",
+                KERAS,
+            )
+        }
+        assert on_path and state["data"]["highlight_ops"] == len(on_path)
+        check_highlighted_bars(state, on_path)
+        assert state["pixels"] > 0
+        # The list under the plot is the observed-critical-path analysis, in order.
+        ocp = http.get(f"/traces/{KERAS}/queries/observed-critical-path").json()
+        listed = page.locator("#highlight-list ol li").evaluate_all("els => els.map(e => e.dataset.op)")
+        assert listed == [r[ocp["columns"].index("event")] for r in ocp["rows"]][:500]
+        assert page.text_content("#highlight-list h3") == f"observed critical path: {len(ocp['rows']):,} segments"
+        # The dependency critical path is offered as not available, with the API's reason.
+        (dep,) = [h for h in api["highlights"] if h["name"] == "critical-path"]
+        option = page.locator("#highlight-source option[value='critical-path']")
+        assert option.text_content().endswith("not available")
+        assert dep["available"] is False and option.get_attribute("title") == dep["note"]
+
+
+def cell_text(v) -> str:
+    """How ui/src/table.js (cellText, fmtNum) shows a value: numbers in en-US with at most 3 decimals,
+    rounded half away from zero (ECMA-402's halfExpand) on the shortest decimal that reads back as the
+    number (JavaScript's and Python's repr: Chromium shows 2894.2915 as 2,894.292)."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v.is_integer():
+            return f"{int(v):,}"
+        s = f"{Decimal(repr(v)).quantize(Decimal('0.001'), rounding=ROUND_HALF_UP):,}"
+        return s.rstrip("0").rstrip(".") if "." in s else s
+    assert isinstance(v, str), v
+    return v
+
+
+@pytest.mark.parametrize("analysis", ["top-ops", "op-type-breakdown"])
+@pytest.mark.parametrize("trace", [KERAS, JAX])
+def test_xplane_analyses_through_the_form(ui, xplane_uploaded, http, trace, analysis):
+    page, _console, _requests, _responses = ui
+    with page_stays_clean(ui):
+        go(page, f"#/analyses/{trace}/{analysis}")
+        page.wait_for_selector("#analysis-form")
+        assert page.input_value("#analysis-trace") == trace
+        with page.expect_response(lambda r: f"/queries/{analysis}" in r.url) as answer:
+            page.click("#analysis-run")
+        page.wait_for_selector("#analysis-result table")
+        shot(page, f"24-analysis-xplane-{trace}-{analysis}")
+        api = http.get(f"/traces/{trace}/queries/{analysis}").json()
+        assert api["rows"] and api.get("note") is None
+        assert answer.value.json()["rows"] == api["rows"]  # the form's defaults are the API's
+        assert page.locator("#analysis-result thead th").all_text_contents() == api["columns"]
+        shown = page.locator("#analysis-result tbody tr").evaluate_all(
+            "trs => trs.map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))"
+        )
+        assert shown == [[cell_text(v) for v in row] for row in api["rows"]]
+        assert page.text_content("#analysis-result p.caption") == f"{len(api['rows']):,} rows"
+
+
+def open_xplane_graph(page, route: str) -> None:
+    """Open a graph view and wait for its drawing (not the last view's, whose handle is dropped first)."""
+    page.evaluate("() => { if (window.__tracegraph) window.__tracegraph.graph = null; }")
+    go(page, route)
+    page.wait_for_function("() => window.__tracegraph?.graph?.cy")
+
+
+def test_xplane_jax_graph_draws_the_critical_path_and_a_neighborhood(ui, xplane_uploaded, http):
+    page, _console, _requests, _responses = ui
+    with page_stays_clean(ui):
+        open_xplane_graph(page, f"#/graph/{JAX}?cp=1&first=0")
+        n = http.get(f"/traces/{JAX}").json()["critical_path_ops"]
+        assert page.text_content("#graph-caption").startswith(f"critical path: showing {n} of {n} ops")
+        page.locator("#graph-box").scroll_into_view_if_needed()
+        state = page.evaluate(GRAPH_STATE)
+        drawn = page.evaluate(DRAWN, None)
+        shot(page, "25-graph-xplane-jax-critical-path")
+        path = graph_nodes(
+            http.get(f"/traces/{JAX}/queries/critical-path-graph", params={"first_step": 0, "max_ops": 40}).json()[
+                "rows"
+            ],
+            {},
+        )
+        cp = http.get(f"/traces/{JAX}/queries/critical-path").json()
+        assert len(path) == n
+        assert sorted(x["uid"] for x in drawn["nodes"]) == sorted(path)
+        assert sorted(x["name"] for x in drawn["nodes"]) == sorted(r[cp["columns"].index("op")] for r in cp["rows"])
+        assert {x["kind"] for x in drawn["nodes"]} == {"Op"}
+        assert_legible(state)
+        # Select the op in the middle of the path and add its neighborhood (both runs of its name).
+        uid, name = cypher_rows(
+            http, "MATCH (o:Op {trace: $trace}) WHERE o.cp_step = $k RETURN o.uid, o.name", JAX, k=n // 2
+        )[0]
+        at = page.evaluate(NODE_AT, uid)
+        page.mouse.click(at["x"], at["y"])
+        page.wait_for_function("(op) => document.querySelector('#graph-selection h3')?.textContent === op", arg=name)
+        page.click("#graph-expand")
+        page.wait_for_function("() => / added /.test(document.getElementById('graph-expand-status').textContent)")
+        near = graph_nodes(
+            http.get(f"/traces/{JAX}/queries/op-neighborhood-graph", params={"op": name, "hops": 1}).json()["rows"],
+            {},
+        )
+        added = len(set(near) - set(path))
+        assert added > 0
+        status = page.text_content("#graph-expand-status")
+        assert status.startswith(f"{added} op{'' if added == 1 else 's'} added"), status
+        drawn = page.evaluate(DRAWN, None)
+        shot(page, "26-graph-xplane-jax-path-neighborhood")
+        assert {x["uid"] for x in drawn["nodes"]} == set(path) | set(near)
+        # The neighborhood view itself: the ops within one hop of every run of that name, the runs in the middle.
+        open_xplane_graph(page, f"#/graph/{JAX}?op={name}&hops=1")
+        caption = page.text_content("#graph-caption")
+        assert caption == f"{name}: ops within 1 hops — showing {len(near)} of {len(near)} nodes", caption
+        drawn = page.evaluate(DRAWN, None)
+        shot(page, "27-graph-xplane-jax-neighborhood")
+        assert {x["uid"] for x in drawn["nodes"]} == set(near)
+        runs = cypher_rows(http, "MATCH (o:Op {trace: $trace, name: $name}) RETURN o.uid", JAX, name=name)
+        assert len(runs) == 2  # one per step
+        centers = page.evaluate("() => window.__tracegraph.graph.cy.nodes('[center = 1]').map((x) => x.data('uid'))")
+        assert sorted(centers) == sorted(r[0] for r in runs)
+
+
+def test_xplane_tf_graph_says_not_available(ui, xplane_uploaded, http):
+    page, _console, _requests, _responses = ui
+    reason = next(
+        h["note"] for h in http.get(f"/ui/traces/{KERAS}/timeline").json()["highlights"] if h["name"] == "critical-path"
+    )
+    api = http.get(f"/traces/{KERAS}/queries/critical-path-graph").json()
+    assert api["rows"] == [] and api["note"].startswith(f"not available: {reason}")
+    with page_stays_clean(ui):
+        for route in (f"#/graph/{KERAS}?cp=1&first=0", f"#/graph/{KERAS}?op=sequential_1/conv_1/Relu&hops=1"):
+            page.evaluate("() => { if (window.__tracegraph) window.__tracegraph.graph = null; }")
+            go(page, route)
+            page.wait_for_function(
+                "() => (document.getElementById('graph-caption')?.textContent || '').startsWith('not available')"
+            )
+            page.wait_for_timeout(200)
+            assert page.text_content("#graph-caption") == f"not available: {reason}"
+            assert page.locator("#graph-box").inner_html() == ""  # nothing drawn, no error either
+            assert page.evaluate("() => window.__tracegraph?.graph ?? null") is None
+        shot(page, "28-graph-xplane-tf-not-available")
 
 
 def test_no_console_errors(ui, uploaded):

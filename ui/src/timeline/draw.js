@@ -11,6 +11,12 @@ import uPlot from "uplot";
 import { fmtAxis } from "../util.js";
 
 export const LANE_H = 24; // css pixels per lane
+// The lane labels' font (uPlot's axis font), the least width of the axis that holds them, and the room
+// between a label and the plot (the axis's gap) and the canvas's left edge.
+const LABEL_FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+const LABEL_MIN = 190;
+const LABEL_GAP = 4;
+const LABEL_PAD = 8;
 export const COLORS = {
   op: "#4C8EDA", // tracegraph.grass: Op
   compute: "#D7A013", // Kernel
@@ -124,11 +130,39 @@ export function countPixels(u, hex, laneId = null, n = 0) {
 }
 
 /**
- * The uPlot chart the bars are drawn on: x is time (its scale set by the
- * view state), y one unit per lane (lane 0 at the top), lanes' names as
- * the y axis's labels. hooks: {draw(u), scale()} (the x scale changed).
+ * The lane labels as drawn and the width of the axis that holds them: wide
+ * enough for the longest name, up to `max` css pixels (a thread's lane is
+ * named after the thread: `/host:CPU tf_Compute/2875647937950081134`); a
+ * name longer than that loses its middle ("…"), keeping the device it
+ * starts with and the end that tells its thread or stream apart.
  */
-export function createPlot(box, { lanes, unit, width, tMin, tMax, draw, scaled }) {
+export function laneLabels(names, max) {
+  const ctx = document.createElement("canvas").getContext("2d");
+  ctx.font = LABEL_FONT;
+  const width = (s) => ctx.measureText(s).width;
+  const room = Math.min(Math.max(0, ...names.map(width)), Math.max(LABEL_MIN, max) - LABEL_GAP - LABEL_PAD);
+  const cut = (s, keep) => `${s.slice(0, Math.ceil(keep / 2))}…${s.slice(s.length - Math.floor(keep / 2))}`;
+  const fit = (s) => {
+    if (width(s) <= room) return s;
+    let lo = 0; // characters kept
+    let hi = s.length - 1;
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (width(cut(s, mid)) <= room) lo = mid;
+      else hi = mid - 1;
+    }
+    return cut(s, lo);
+  };
+  return { labels: names.map(fit), size: Math.max(LABEL_MIN, Math.ceil(room) + LABEL_GAP + LABEL_PAD) };
+}
+
+/**
+ * The uPlot chart the bars are drawn on: x is time (its scale set by the
+ * view state), y one unit per lane (lane 0 at the top), `labels` (from
+ * laneLabels) as the y axis's labels on an axis `labelSize` wide. hooks:
+ * {draw(u), scale()} (the x scale changed).
+ */
+export function createPlot(box, { lanes, labels, labelSize, unit, width, tMin, tMax, draw, scaled }) {
   const n = lanes.length;
   return new uPlot(
     {
@@ -148,12 +182,13 @@ export function createPlot(box, { lanes, unit, width, tMin, tMax, draw, scaled }
         },
         {
           scale: "y",
-          size: 190,
-          gap: 4,
+          size: labelSize,
+          gap: LABEL_GAP,
+          font: LABEL_FONT,
           ticks: { show: false },
           grid: { show: false },
           splits: () => lanes.map((_, i) => n - i - 0.5),
-          values: (_u, splits) => splits.map((s) => lanes[n - 1 - Math.floor(s)]?.name ?? ""),
+          values: (_u, splits) => splits.map((s) => labels[n - 1 - Math.floor(s)] ?? ""),
         },
       ],
       series: [{}, { scale: "y", paths: () => null, points: { show: false } }],

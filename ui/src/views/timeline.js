@@ -11,7 +11,7 @@ import { enc, getJSON } from "../api.js";
 import { debounce, el, fmtInt } from "../util.js";
 import { createViewState } from "../timeline/state.js";
 import { createOpCache, createWindowSource, perf } from "../timeline/data.js";
-import { COLORS, countPixels, createPlot, drawBars, plotHeight } from "../timeline/draw.js";
+import { COLORS, countPixels, createPlot, drawBars, laneLabels, plotHeight } from "../timeline/draw.js";
 import { attachMouse, hitTest } from "../timeline/interaction.js";
 import { createHoverCard, describeBar, showSelection } from "../timeline/card.js";
 import { highlightSelect, initialHighlight, rowSpan, showHighlightList } from "../timeline/highlights.js";
@@ -112,8 +112,15 @@ export async function render(root, [trace], query) {
   });
   const width = () => Math.max(400, root.clientWidth - 8);
   const cssWidth = () => u.bbox.width / devicePixelRatio;
+  // Lane labels get up to 30% of the width; longer names lose their middle (the hover card has them whole).
+  const { labels, size: labelSize } = laneLabels(
+    lanes.map((l) => l.name),
+    width() * 0.3,
+  );
   const u = createPlot(plotBox, {
     lanes,
+    labels,
+    labelSize,
     unit,
     width: width(),
     tMin: info.t_min,
@@ -187,6 +194,7 @@ export async function render(root, [trace], query) {
     trace,
     info,
     lanes,
+    labels,
     view: () => state.get(),
     data: () => source.data(),
     highlight: () => highlight,
