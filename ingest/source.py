@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +53,21 @@ def head(path: Path) -> bytes:
             return f.read(SNIFF_BYTES)
     except OSError as exc:
         raise _cannot_read(path, exc) from None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def unzipped_head(head: bytes) -> bytes:
+    """The start of a file's content, from its :func:`head`: gunzipped (as
+    much as the head holds) when it is gzip, else the head itself; empty
+    when the gzip data is broken. What binary formats sniff."""
+    if head.startswith(GZIP_MAGIC):
+        try:
+            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
+        except zlib.error:
+            return b""
+    return head
 
 
 def head_lines(head: bytes) -> list[str] | None:

@@ -100,7 +100,6 @@ from tracegraph.errors import InputError, TooLarge, first_line
 from tracegraph.ingest import source
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kineto.phase import assign_phases
-from tracegraph.ingest.formats.kineto.read import head_text
 from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, Role
 from tracegraph.ingest.frames import Row, TraceFrames
 from tracegraph.ingest.limits import MAX_FILE_BYTES, human
@@ -117,7 +116,7 @@ _USER_ANNOTATION_SCOPE = 7
 
 def sniff(head: bytes) -> bool:
     """A JSON object with ``nodes`` and the ET's root names or a Chakra schema."""
-    text = head_text(head).lstrip()
+    text = source.unzipped_head(head).lstrip()
     if not text.startswith(b"{") or b'"nodes"' not in text:
         return False
     return b"execution_trace|" in text or (b'"schema"' in text and b"chakra" in text)

@@ -36,13 +36,12 @@ from typing import TYPE_CHECKING, Any
 import ijson
 
 from tracegraph.errors import InputError, TooLarge, first_line
-from tracegraph.ingest.limits import MAX_FILE_BYTES, SNIFF_BYTES, human
-from tracegraph.ingest.source import open_binary
+from tracegraph.ingest.limits import MAX_FILE_BYTES, human
+from tracegraph.ingest.source import GZIP_MAGIC, open_binary
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-GZIP_MAGIC = b"\x1f\x8b"
 FORMAT = "pytorch-kineto"
 # The most JSON a trace may hold, decompressed (the limit of its format).
 MAX_JSON_BYTES = MAX_FILE_BYTES[FORMAT]
@@ -66,16 +65,6 @@ def open_text(path: Path) -> io.BufferedIOBase:
             raw.close()
             raise InputError(path, "named .gz but not gzip-compressed (and not JSON either)")
     return raw
-
-
-def head_text(head: bytes) -> bytes:
-    """The start of the (decompressed) content, for format sniffing."""
-    if head.startswith(GZIP_MAGIC):
-        try:
-            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
-        except zlib.error:
-            return b""
-    return head
 
 
 class _Tail(io.RawIOBase):

@@ -114,6 +114,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracegraph.errors import InputError
+from tracegraph.ingest import source
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kineto import read as kineto_read
 from tracegraph.ingest.formats.kineto.phase import assign_phases
@@ -185,7 +186,7 @@ OUTSIDE_OP_NAME = "[launched outside the trace]"
 
 def sniff(head: bytes) -> bool:
     """A JSON object with Kineto's keys (gzipped or not)."""
-    text = kineto_read.head_text(head).lstrip()
+    text = source.unzipped_head(head).lstrip()
     if not text.startswith(b"{"):
         return False
     if b'"traceEvents"' in text:

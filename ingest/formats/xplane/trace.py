@@ -154,14 +154,14 @@ from tracegraph.ingest.formats.xplane.hlo import Instruction, Module, Slots, pro
 from tracegraph.ingest.formats.xplane.wire import Malformed, fields, varint
 from tracegraph.ingest.formats.xplane.xspace import Value, XEvent, XLine, XPlane, XSpace, read_space
 from tracegraph.ingest.frames import TraceFrames
-from tracegraph.ingest.limits import MAX_FILE_BYTES, SNIFF_BYTES, human
+from tracegraph.ingest.limits import MAX_FILE_BYTES, human
 
 FORMAT = FormatInfo(
     "xplane", "tensorflow", Joins.ALONE, "TensorFlow 2 / JAX profiler capture (XPlane protobuf, .xplane.pb)"
 )
 NAME = FORMAT.name
 
-GZIP_MAGIC = b"\x1f\x8b"
+
 MAX_BYTES = MAX_FILE_BYTES[NAME]
 HOST_PLANE = "/host:CPU"
 METADATA_PLANE = "/host:metadata"
@@ -185,7 +185,7 @@ def sniff(head: bytes) -> bool:
     """An XSpace (gzipped or not) whose first plane has the fields of an
     XPlane (an id varint, then its name) and a profiler's plane name:
     ``/host:CPU``, ``/device:GPU:0``... (a ``/``) or ``Task Environment``."""
-    data = _head_content(head)
+    data = source.unzipped_head(head)
     if data[:1] != b"\x0a":
         return False
     try:
@@ -202,16 +202,6 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-def _head_content(head: bytes) -> bytes:
-    """The start of the (decompressed) content."""
-    if head.startswith(GZIP_MAGIC):
-        try:
-            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, SNIFF_BYTES)
-        except zlib.error:
-            return b""
-    return head
-
-
 def read_bytes(path: Path) -> bytes:
     """The file's protobuf bytes, gunzipped when it starts with the gzip
     magic; refused unread when its first byte cannot start an XSpace, and
@@ -220,7 +210,7 @@ def read_bytes(path: Path) -> bytes:
     head = source.head(path)
     if not head:
         raise InputError(path, "empty file")
-    data = _gunzip(path, source.read_bytes(path, NAME)) if head.startswith(GZIP_MAGIC) else None
+    data = _gunzip(path, source.read_bytes(path, NAME)) if head.startswith(source.GZIP_MAGIC) else None
     first = (data if data is not None else head)[:1]
     if not first:
         raise InputError(path, "empty protobuf (gzip of nothing)")
