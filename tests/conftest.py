@@ -9,10 +9,21 @@ session starts by deleting every tracegraph node in it.
 
 Each test gets its own trace names; ``graph`` drops the traces a test
 added, so tests do not see each other's traces.
+
+Parallel runs (pytest-xdist, ``-n 2`` in tests/run.sh, ``--dist
+loadgroup`` in pyproject.toml): every worker has its own data directory
+and embedded server (``tg_home``, under the worker's own temporary
+directory). Neo4j is one server for everyone, so every test that reaches
+it runs on one worker (the group ``neo4j``: the ``db_uri`` fixture's
+``neo4j`` runs, tests or fixtures that name ``NEO4J_URI``, and tests
+marked ``neo4j``); only that worker wipes it and the tests there see no
+one else's traces. Tests that share a module-scoped fixture run on one
+worker, so that it is set up once. Tests marked ``slow`` start first.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -157,6 +168,115 @@ def run_cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"tracegraph {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def _uses_neo4j(item) -> bool:
+    """Does ``item`` reach the shared Neo4j server: the ``db_uri``
+    fixture's ``neo4j`` run, ``NEO4J_URI`` named by the test function or
+    by one of its test module's fixtures, or a ``neo4j`` mark (for a test
+    that reaches it some other way)?"""
+    if item.get_closest_marker("neo4j"):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("db_uri") == "neo4j":
+        return True
+    funcs = [getattr(item, "function", None)]
+    for defs in _fixture_defs(item):
+        funcs.extend(f for f in (inspect.unwrap(d.func) for d in defs) if f.__module__ != __name__)
+    return any("NEO4J_URI" in getattr(getattr(f, "__code__", None), "co_names", ()) for f in funcs)
+
+
+def _fixture_defs(item) -> list:
+    info = getattr(item, "_fixtureinfo", None)
+    return [defs for defs in info.name2fixturedefs.values() if defs] if info is not None else []
+
+
+def work_unit(item) -> str | None:
+    """The group ``item`` runs in under ``-n`` (see the module docstring):
+    ``neo4j`` for every test that reaches Neo4j, its module's name for a
+    test that uses a module-scoped fixture, else None (it goes alone)."""
+    if _uses_neo4j(item):
+        return "neo4j"
+    if any(defs[-1].scope == "module" for defs in _fixture_defs(item)):
+        return item.module.__name__
+    return None
+
+
+# The work units travel from the workers (which collect) to the controller
+# (which schedules) through files in this directory, one per worker:
+# pytest-xdist's own xdist_group marks ride on node ids, which pytest 9.2
+# no longer lets a plugin change (pytest-xdist issue 1386), so they would
+# group nothing.
+UNITS_DIR = "TRACEGRAPH_TEST_UNITS_DIR"
+
+
+def pytest_configure(config) -> None:
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if config.getoption("dist", "no") == "loadgroup" and config.getoption("numprocesses", None):
+        import tempfile
+
+        os.environ[UNITS_DIR] = tempfile.mkdtemp(prefix="tracegraph-test-units-")  # the workers inherit it
+
+
+def pytest_unconfigure(config) -> None:
+    if not hasattr(config, "workerinput") and os.environ.get(UNITS_DIR):
+        import shutil
+
+        shutil.rmtree(os.environ.pop(UNITS_DIR), ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """On a worker of a ``-n`` run, tell the controller each test's work unit."""
+    where = os.environ.get(UNITS_DIR)
+    if not where or not hasattr(config, "workerinput"):
+        return
+    import json
+
+    units = {item.nodeid: unit for item in items if (unit := work_unit(item)) is not None}
+    slow = sorted({units.get(item.nodeid, item.nodeid) for item in items if item.get_closest_marker("slow")})
+    path = Path(where) / f"{config.workerinput['workerid']}.json"
+    path.with_suffix(".tmp").write_text(json.dumps({"units": units, "slow": slow}))
+    path.with_suffix(".tmp").replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the work units of :func:`work_unit`: each
+    unit goes whole to one worker; those with a test marked ``slow`` first,
+    then the biggest (so that no long test starts last); the rest one by
+    one."""
+    where = os.environ.get(UNITS_DIR)
+    if config.getoption("dist", "no") != "loadgroup" or not where:
+        return None
+    import json
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        units: dict[str, str] | None = None
+        slow: set[str] = set()  # noqa: RUF012 - replaced, never changed in place
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:  # every worker has collected by now
+                self.units = {}
+                for path in Path(where).glob("*.json"):
+                    told = json.loads(path.read_text())
+                    self.units.update(told["units"])
+                    self.slow = self.slow | set(told["slow"])
+            return self.units.get(nodeid, nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the queue is complete (biggest first) before the first unit goes
+                queue = sorted(self.workqueue.items(), key=lambda unit: unit[0] not in self.slow)
+                self.workqueue.clear()
+                self.workqueue.update(queue)
+                self.ordered = True
+            super()._assign_work_unit(node)
+
+    return WorkUnits(config, log)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

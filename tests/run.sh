@@ -10,16 +10,53 @@
 # Neo4j: with TRACEGRAPH_TEST_NEO4J set (a bolt URI of a scratch server),
 # the Neo4j side of the tests runs against it. Without it, a server
 # assembled by ../shared/neo4j-local (at $TRACEGRAPH_NEO4J_HOME, default
-# ~/.cache/tracegraph-neo4j) is used: started here if it is not running,
-# and then stopped again (by its pid) when the tests end. With neither,
-# the Neo4j tests are skipped and the summary says why.
+# ~/.cache/tracegraph-neo4j) is used: started here if it is not running
+# (while the rest is set up), and then stopped again (by its pid) when the
+# tests end. With neither, the Neo4j tests are skipped and the summary says
+# why.
+#
+# The suite runs in two pytest-xdist workers (TRACEGRAPH_TEST_WORKERS, or
+# -n N among the arguments, which are pytest's; -n 0 runs it in this
+# process); tests/conftest.py keeps the tests that reach Neo4j on one of
+# them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+# The npm installs and the JavaScript lint go on beside the Python ones;
+# their output is shown once they are done (all of it when one fails).
+(
+  npm ci --prefix tests/cypherlint --no-audit --no-fund --loglevel=error
+  # The web UI's JavaScript: ESLint and Prettier (pinned in ui/package-lock.json).
+  npm ci --prefix ui --no-audit --no-fund --loglevel=error
+  npm run lint --prefix ui
+) >"$logs/npm.log" 2>&1 &
+npm_pid=$!
+
+NEO4J_HOME_DIR=${TRACEGRAPH_NEO4J_HOME:-$HOME/.cache/tracegraph-neo4j}
+started=""
+neo4j_pid=""
+if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; then
+  pid=$(cat "$NEO4J_HOME_DIR/run/neo4j.pid" 2>/dev/null || true)
+  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+    "$NEO4J_HOME_DIR/start.sh" >"$logs/neo4j.log" 2>&1 &
+    neo4j_pid=$!
+    started=yes
+  fi
+  port=$(sed -n 's/^server.bolt.listen_address=.*:\([0-9]*\)$/\1/p' "$NEO4J_HOME_DIR/conf/neo4j.conf" | head -n 1)
+  export TRACEGRAPH_TEST_NEO4J="bolt://127.0.0.1:${port:-7687}"
+  echo "tests/run.sh: Neo4j tests against $TRACEGRAPH_TEST_NEO4J ($NEO4J_HOME_DIR)"
+fi
+stop_neo4j() { if [ -n "$started" ]; then "$NEO4J_HOME_DIR/stop.sh" >/dev/null || true; fi; }
+# On the way out (a failure too): let what runs in the background finish
+# first, so that nothing is left behind.
+trap 'wait; stop_neo4j; rm -rf "$logs"' EXIT
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-npm ci --prefix tests/cypherlint --no-audit --no-fund --loglevel=error
 if [ -z "${TRACEGRAPH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; } \
@@ -29,26 +66,20 @@ if [ -z "${TRACEGRAPH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; t
   fi
 fi
 
-NEO4J_HOME_DIR=${TRACEGRAPH_NEO4J_HOME:-$HOME/.cache/tracegraph-neo4j}
-started=""
-if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; then
-  pid=$(cat "$NEO4J_HOME_DIR/run/neo4j.pid" 2>/dev/null || true)
-  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-    "$NEO4J_HOME_DIR/start.sh" && started=yes
-  fi
-  port=$(sed -n 's/^server.bolt.listen_address=.*:\([0-9]*\)$/\1/p' "$NEO4J_HOME_DIR/conf/neo4j.conf" | head -n 1)
-  export TRACEGRAPH_TEST_NEO4J="bolt://127.0.0.1:${port:-7687}"
-  echo "tests/run.sh: Neo4j tests against $TRACEGRAPH_TEST_NEO4J ($NEO4J_HOME_DIR)"
-fi
-stop_neo4j() { if [ -n "$started" ]; then "$NEO4J_HOME_DIR/stop.sh" >/dev/null || true; fi; }
-trap stop_neo4j EXIT
-
 # The habits: lint, format and types (ruff, mypy; pinned in the test extra).
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python tests/typecheck.py
-# The web UI's JavaScript: ESLint and Prettier (pinned in ui/package-lock.json).
-npm ci --prefix ui --no-audit --no-fund --loglevel=error
-npm run lint --prefix ui
+if ! wait "$npm_pid"; then
+  cat "$logs/npm.log" >&2
+  echo "tests/run.sh: the npm installs or the web UI's lint failed (above)" >&2
+  exit 1
+fi
+cat "$logs/npm.log"
+if [ -n "$neo4j_pid" ] && ! wait "$neo4j_pid"; then
+  cat "$logs/neo4j.log" >&2
+  echo "tests/run.sh: Neo4j did not start (above): its tests would fail" >&2
+  exit 1
+fi
 
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -n "${TRACEGRAPH_TEST_WORKERS:-2}" "$@"

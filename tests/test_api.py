@@ -428,36 +428,39 @@ def test_cypher_errors(client):
     one_line_detail(r)
 
 
+# A statement that no machine runs in a second (10^10 rows, made lazily:
+# no engine holds them all; a filter on both, so that no planner can skip
+# the inner loop), so a timeout answer never depends on how fast or how
+# busy the machine is.
+ENDLESS = "UNWIND range(1, 100000) AS a UNWIND range(1, 100000) AS b WITH a, b WHERE a + b < 0 RETURN count(*)"
+
+
 def test_cypher_row_cap_and_timeout(session_graph, alexnet):
-    with make_client(cypher_max_rows=5, cypher_timeout_ms=50) as c:
+    # The cap, under a limit that the 118-op listing never comes near.
+    with make_client(cypher_max_rows=5, cypher_timeout_ms=60_000) as c:
         r = c.post("/cypher", json={"query": "MATCH (o:Op {trace: $trace}) RETURN o.name", "trace": alexnet})
-        assert r.status_code == 200
+        assert r.status_code == 200, r.text
         assert len(r.json()["rows"]) == 5 and r.json()["truncated"] is True
-        r = c.post(
-            "/cypher",
-            json={
-                "query": "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 RETURN count(*)",
-                "trace": alexnet,
-            },
-        )
+    # The limit, with a statement that cannot end within it.
+    with make_client(cypher_timeout_ms=1000) as c:
+        r = c.post("/cypher", json={"query": ENDLESS, "trace": alexnet})
         assert r.status_code == 400 and "timed out" in one_line_detail(r)
 
 
 def test_cypher_timeout_bounds_the_whole_request(session_graph, alexnet):
     """Rows streaming out count too: the answer comes when the limit passes,
     not when the database gets round to stopping (its own checks are
-    coarse). bench/run.py measures how close to the limit; here the bound
-    is loose so that a busy machine cannot fail it."""
+    coarse) or the rows run out (never, here). bench/run.py measures how
+    close to the limit; here the bound is loose (tens of seconds) so that
+    a busy machine cannot fail it, and tests/test_deadline.py shows the
+    answer coming while the statement still runs."""
     with make_client(cypher_timeout_ms=1000) as c:
-        for query in (
-            "UNWIND range(1, 100000000) AS i RETURN i",
-            "UNWIND range(1, 100000000) AS i WITH i WHERE i % 7 = 123 RETURN count(*)",
-        ):
+        for query in ("UNWIND range(1, 100000) AS a UNWIND range(1, 100000) AS b RETURN a, b", ENDLESS):
             t0 = time.monotonic()
             r = c.post("/cypher", json={"query": query, "trace": alexnet})
             elapsed = time.monotonic() - t0
             assert r.status_code == 400 and "timed out" in one_line_detail(r)
-            assert elapsed < 2.0, (query, elapsed)
+            assert elapsed < 30, (query, elapsed)
 
 
 # ---------------------------------------------------------------- uploads

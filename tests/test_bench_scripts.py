@@ -46,6 +46,7 @@ def test_hta_compare_tracegraph_half(tmp_path):
     assert got["critical_path_us"] == pytest.approx(HTA_SIMPLE_ADD_PATH_US, rel=0.02)
 
 
+@pytest.mark.slow
 def test_bench_run_small(tmp_path):
     """bench.run end to end on a 300-op trace: generation, both ingest forms,
     every analysis, the CLI timings, and its own peak-memory check."""

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from conftest import SEED_STEPSTATS, run_cli
 
 
@@ -34,9 +35,10 @@ def _server_pid(home: Path) -> int | None:
     return pid
 
 
-def _gone(home: Path, within_s: float = 15.0) -> bool:
+def _gone(home: Path, within_s: float = 60.0) -> bool:
     """True once no server process of ``home`` is left (its module teardown
-    may take a few seconds after the data is safe and the socket is gone)."""
+    may take a few seconds after the data is safe and the socket is gone;
+    the bound is loose so that a busy machine cannot fail it)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         if _server_pid(home) is None:
@@ -79,7 +81,7 @@ def test_library_user_that_never_closes_leaves_no_server(tmp_path):
     assert proc.returncode == 0, proc.stderr
     answer, pid = proc.stdout.split()
     assert answer == "2" and int(pid) > 0  # it did start a server
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             os.kill(int(pid), 0)
@@ -168,12 +170,19 @@ def test_persists_across_restart_and_crash(tmp_path):
     from tracegraph.db.embedded import EmbeddedServer
 
     server = EmbeddedServer(home)
-    server.acquire()
+    sock = server.acquire()
     try:
         run_cli("ingest", str(SEED_STEPSTATS), "--trace", "after-crash", home=home, check=True)
-        time.sleep(1.5)  # appendfsync everysec
+        # appendfsync everysec: wait for the append-only file to be on disk up
+        # to a write made after the ingest (WAITAOF counts this connection's
+        # writes; the file is one sequence), however long the fsync takes.
+        r = redis.Redis(unix_socket_path=sock)
+        r.set("tracegraph-test:fsync", 1)
+        r.delete("tracegraph-test:fsync")
+        assert r.execute_command("WAITAOF", 1, 0, 60_000)[0] == 1
+        r.close()
         os.kill(_server_pid(home), signal.SIGKILL)
-        time.sleep(0.2)
+        assert _gone(home)
     finally:
         server.release()
     out = run_cli("traces", "--format", "json", home=home, check=True).stdout
@@ -212,16 +221,17 @@ def _processes(home: Path, what: str) -> list[int]:
 
 def test_idle_server_serves_the_next_call_then_stops(tmp_path):
     """A call within TRACEGRAPH_IDLE_S finds the server up (no start); once
-    nobody has used it that long, it and its reaper are gone."""
+    nobody has used it that long, it and its reaper are gone. (10 s: the
+    next call must start within it however busy the machine is.)"""
     home = tmp_path / "home"
-    idle = {"TRACEGRAPH_IDLE_S": "3"}
+    idle = {"TRACEGRAPH_IDLE_S": "10"}
     run_cli("ingest", str(SEED_STEPSTATS), "--trace", "a", home=home, env=idle, check=True)
     pid = _server_pid(home)
     assert pid and len(_processes(home, "--reap")) == 1
     run_cli("query", "top-ops", "--trace", "a", home=home, env=idle, check=True)
     assert _server_pid(home) == pid  # the same server answered
-    assert _gone(home, within_s=20)
-    deadline = time.monotonic() + 10
+    assert _gone(home)
+    deadline = time.monotonic() + 60
     while _processes(home, "--reap") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _processes(home, "--reap") == []
@@ -231,12 +241,13 @@ def test_idle_zero_stops_with_the_last_user(tmp_path):
     home = tmp_path / "home"
     run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "0"}, check=True)
     assert _processes(home, "--reap") == []
-    assert _gone(home, within_s=5)
+    assert _gone(home)
 
 
 def test_racing_starts_make_one_server_and_a_killed_reaper_is_replaced(tmp_path):
     home = tmp_path / "home"
-    env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="5")
+    # Idle for a minute: the four calls share the server however far apart a busy machine starts them.
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="60")
     env.pop("TRACEGRAPH_DB", None)
     procs = [
         subprocess.Popen(
@@ -253,7 +264,7 @@ def test_racing_starts_make_one_server_and_a_killed_reaper_is_replaced(tmp_path)
     os.kill(reaper, signal.SIGKILL)
     run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "1"}, check=True)
     assert len(_processes(home, "--reap")) == 1  # a new one watches the server
-    assert _gone(home, within_s=20)
+    assert _gone(home)
 
 
 def test_server_that_cannot_start_is_a_clear_error(tmp_path):

@@ -82,11 +82,12 @@ def describe(result: dict[str, list[dict]]) -> str:
 # ---------------------------------------------------------------- the project's files
 
 
-def test_project_cypher_files_have_no_lint_errors(node):
+@pytest.mark.slow
+def test_project_cypher_files_have_no_lint_errors(linted):
     files = sorted(CYPHER_DIR.glob("*.cypher"))
     if not files:
         _unavailable(f"no {CYPHER_DIR.relative_to(ROOT)}/*.cypher files to lint")
-    result = run_lint(node, files)
+    result = {str(path): linted[str(path)] for path in files}
     bad = {path: diags for path, diags in result.items() if errors(diags)}
     # Print everything (warnings too) so a failure shows the full picture.
     assert not bad, (
@@ -130,15 +131,25 @@ SAMPLES = {
 
 
 @pytest.fixture(scope="module")
-def samples(node, tmp_path_factory) -> dict[str, list[dict]]:
-    """Lint all samples in one node process (startup costs ~3 s)."""
+def sample_paths(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("cypherlint")
     paths = {}
     for name, text in SAMPLES.items():
         paths[name] = tmp / f"{name}.cypher"
         paths[name].write_text(text, encoding="utf-8")
-    result = run_lint(node, list(paths.values()))
-    return {name: result[str(path)] for name, path in paths.items()}
+    return paths
+
+
+@pytest.fixture(scope="module")
+def linted(node, sample_paths) -> dict[str, list[dict]]:
+    """The project's files and the samples, linted in one node process
+    (its startup costs seconds): {path: diagnostics}."""
+    return run_lint(node, [*sorted(CYPHER_DIR.glob("*.cypher")), *sample_paths.values()])
+
+
+@pytest.fixture(scope="module")
+def samples(linted, sample_paths) -> dict[str, list[dict]]:
+    return {name: linted[str(path)] for name, path in sample_paths.items()}
 
 
 def test_valid_query_with_comments_and_params_is_clean(samples):

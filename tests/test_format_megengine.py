@@ -7,7 +7,6 @@ parser's helpers.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import random
@@ -362,15 +361,17 @@ def _paths(obj, prefix=()):
             yield from _paths(v, (*prefix, i))
 
 
+@pytest.mark.slow
 def test_random_field_mutations_never_crash(tmp_path):
     """Replaced or deleted fields anywhere that matters: frames or InputError, nothing else."""
-    base = raw()
+    text = SEED.read_text()
+    base = json.loads(text)
     fields = [p for p in _paths(base) if "static_infer_tags" not in p and "extra" not in p]
     rng = random.Random(17)
     values = [None, -1, "x", [], {}, 1.5, True, "517", 0, 10**30, math.inf, ["1"]]
     errors = 0
     for i in range(120):
-        doc = copy.deepcopy(base)
+        doc = json.loads(text)  # a fresh copy (a fifth of deepcopy's time)
         target = rng.choice(fields)
         parent = doc
         for key in target[:-1]:

@@ -208,7 +208,7 @@ def test_kill_9_leaves_old_or_new_and_nothing_behind(graph, db_uri, tg_home, tmp
     assert trace_nodes(graph, name) == sum(ingest_counts(new)) + 1  # no node twice
     # ... and the dead process's leftovers are gone as soon as the server
     # has noticed that its connection closed (the next command's sweep).
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # loose, so that a busy machine cannot fail it
     while leftovers(graph, name) and time.monotonic() < deadline:
         graph.sweep()
         time.sleep(0.1)
