@@ -24,16 +24,17 @@ def check_layout(client: Any, prefix: str, where: str, backend: str) -> None:
     # client: the redis connection of a FalkorDB client (untyped in its package)
     """Refuse a database in another layout; claim an empty one.
 
-    The claim (the catalog's indexes, which create its key, and the layout
-    key) is one MULTI/EXEC, and what was read under WATCH counts only once
-    an EXEC has confirmed that neither key changed since: two plain reads
-    could straddle another process's claim and see its catalog without its
-    layout key (CI saw that once, as "layout of 0.1")."""
+    The claim sets the layout key in a MULTI/EXEC, and what was read under
+    WATCH counts only once an EXEC has confirmed that neither key changed
+    since: two plain reads could straddle another process's claim (CI saw
+    that once, as "layout of 0.1"). The catalog graph is created after the
+    layout key, so a catalog never exists without it."""
     layout_key = f"{prefix}:layout"
     found = _text(client.get(layout_key))
     if found is None:
         found = _claim(client, prefix, layout_key, where)
     if found == LAYOUT:
+        _catalog(client, prefix, where)
         return
     if found != "0.1":
         raise DatabaseError(
@@ -52,9 +53,26 @@ def _text(raw: Any) -> str | None:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
+def _catalog(client: Any, prefix: str, where: str) -> None:
+    """Create the catalog graph (its indexes, which create its key) when a
+    claimed database does not have it yet. Outside the claim's MULTI/EXEC:
+    FalkorDB 4.16 can deadlock creating a graph inside one (seen once in
+    hundreds of fresh databases opened at once). Idempotent, and safe from
+    several processes at once (an index another made is not an error)."""
+    if client.exists(prefix):
+        return
+    for statement in ("CREATE INDEX FOR (t:Trace) ON (t.trace)", "CREATE INDEX FOR (x:OpTotals) ON (x.trace)"):
+        try:
+            client.execute_command("GRAPH.QUERY", prefix, statement)
+        except redis.ResponseError as e:
+            if "already indexed" not in str(e):
+                raise DatabaseError(f"FalkorDB at {where} refused to set up the catalog: {first_line(e)}") from None
+
+
 def _claim(client: Any, prefix: str, layout_key: str, where: str) -> str:
     """The layout of a database that had no layout key: ours once this
-    process or another has claimed it, ``0.1`` when a catalog graph exists
+    process or another has claimed it (the layout key is set first, so no
+    process sees a catalog without it), ``0.1`` when a catalog graph exists
     without a layout key."""
     with client.pipeline(transaction=True) as pipe:
         while True:
@@ -68,8 +86,6 @@ def _claim(client: Any, prefix: str, layout_key: str, where: str) -> str:
                 if legacy:
                     pipe.get(layout_key)  # only confirms what was read
                 else:
-                    pipe.execute_command("GRAPH.QUERY", prefix, "CREATE INDEX FOR (t:Trace) ON (t.trace)")
-                    pipe.execute_command("GRAPH.QUERY", prefix, "CREATE INDEX FOR (x:OpTotals) ON (x.trace)")
                     pipe.set(layout_key, LAYOUT)
                 replies = pipe.execute(raise_on_error=False)
                 break
