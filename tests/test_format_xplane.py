@@ -302,7 +302,7 @@ def test_detected_by_content(tmp_path):
             assert detect(p) == "xplane"
             head = source.head(p)
             assert [n for n in others if formats.get(n).sniff(head)] == []
-    samples = [p for p in EXAMPLES.iterdir() if p.is_file()]
+    samples = [p for p in EXAMPLES.iterdir() if p.is_file() and ".xplane." not in p.name]
     samples += [p for p in DATA.rglob("*") if p.is_file() and "xplane" not in p.parts]
     for p in samples:
         assert not xplane.sniff(source.head(p)), p

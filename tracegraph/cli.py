@@ -257,6 +257,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ("vgg19-chainer", ["chainer-vgg19-graph.txt"]),
         ("resnet50-megengine", ["megengine-resnet50-profile.json"]),
         ("cnn-pytorch", ["pytorch-cnn-cpu.pt.trace.json.gz"]),
+        ("mlp-pytorch-et", ["pytorch-mlp-train.kineto.json.gz", "pytorch-mlp-train.et.json.gz"]),
+        ("mlp-jax", ["jax-train-step.xplane.pb.gz"]),
     ]
     with _graph(args) as graph:
         for name, files in samples:
