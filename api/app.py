@@ -25,6 +25,7 @@ database unreachable. When ``TRACEGRAPH_API_KEY`` is set, every route but
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -53,7 +54,7 @@ log = logging.getLogger("tracegraph.api")
 def create_app(db_uri: str | None = None, settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     holder = GraphHolder(db_uri)
-    jobs = JobManager(settings.jobs_kept)
+    jobs = JobManager(settings.jobs_kept, holder, settings.job_stale_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -243,8 +244,15 @@ class _JsonBodyLimit:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, db: str | None = None, *, log_level: str = "info") -> int:
-    """Run the API with uvicorn until SIGINT/SIGTERM (then close the database)."""
+def serve(
+    host: str = "127.0.0.1", port: int = 8000, db: str | None = None, *, log_level: str = "info", workers: int = 1
+) -> int:
+    """Run the API with uvicorn until SIGINT/SIGTERM (then close the database).
+
+    ``workers`` > 1 runs that many processes on the one port (uvicorn's
+    supervisor restarts one that dies). They share nothing but the
+    database, which is all they need: ingest jobs are kept there
+    (api/jobs.py), so a job is seen from every process."""
     import uvicorn
 
     settings = Settings.from_env()
@@ -253,20 +261,27 @@ def serve(host: str = "127.0.0.1", port: int = 8000, db: str | None = None, *, l
         log.warning(
             "serving on %s without TRACEGRAPH_API_KEY: anyone who reaches this port can read and delete traces", host
         )
-    app = create_app(db, settings)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        workers=1,
-        lifespan="on",
-        proxy_headers=False,
-        server_header=False,
-    )
-    server = uvicorn.Server(config)
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "lifespan": "on",
+        "proxy_headers": False,
+        "server_header": False,
+    }
     try:
-        server.run()
+        if workers > 1:
+            # Each worker process builds its app from the environment.
+            if db:
+                os.environ["TRACEGRAPH_DB"] = db
+            uvicorn.run("tracegraph.api.app:app_from_env", factory=True, workers=workers, **options)
+        else:
+            uvicorn.Server(uvicorn.Config(create_app(db, settings), workers=1, **options)).run()
     except SystemExit as e:  # uvicorn exits 3 when it cannot bind; the CLI says 1 for "could not do it"
         return 0 if e.code in (0, None) else 1
     return 0
+
+
+def app_from_env() -> FastAPI:
+    """The app of one ``serve --workers N`` process: database and settings from the environment."""
+    return create_app(os.environ.get("TRACEGRAPH_DB") or None, Settings.from_env())

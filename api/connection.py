@@ -111,6 +111,15 @@ class GraphHolder:
     def sweep(self) -> list[str]:
         return self._call(lambda g: g.sweep())
 
+    def save_job(self, job: dict[str, Any]) -> None:
+        self._call(lambda g: g.save_job(job))
+
+    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return self._call(lambda g: g.load_jobs(job_id, limit))
+
+    def forget_jobs(self, keep: int) -> None:
+        self._call(lambda g: g.forget_jobs(keep))
+
     def version(self) -> str:
         if self._version is None:
             self._version = self._call(lambda g: g.version())

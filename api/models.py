@@ -46,6 +46,7 @@ class JobOut(BaseModel):
     url: str
     trace: str
     files: list[str]
+    worker: str = Field(description="the API process that runs it (host:pid)")
     status: str = Field(description="queued / running / done / failed")
     phase: str
     progress: ProgressOut
@@ -55,6 +56,7 @@ class JobOut(BaseModel):
     created_at: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    heartbeat_at: str | None = Field(None, description="when its API process last said it was at work on it")
 
 
 # Cypher parameters both engines' drivers can send (FalkorDB's puts them in the

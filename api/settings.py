@@ -10,7 +10,8 @@
 | ``TRACEGRAPH_CYPHER_TIMEOUT_MS`` | 10000 | time limit of one ``POST /cypher``, from request to last row (the database cancels the statement) |
 | ``TRACEGRAPH_CYPHER_MAX_ROWS`` | 10000 | rows ``POST /cypher`` returns at most (``truncated`` says when it cut) |
 | ``TRACEGRAPH_QUERY_TIMEOUT_MS`` | 300000 | time limit of one catalog analysis, from request to last row |
-| ``TRACEGRAPH_JOBS_KEPT`` | 1000 | finished ingest jobs remembered for ``GET /jobs/{id}`` |
+| ``TRACEGRAPH_JOBS_KEPT`` | 1000 | finished ingest jobs remembered for ``GET /jobs/{id}`` (in the database, for every API process) |
+| ``TRACEGRAPH_JOB_STALE_S`` | 30 | an unfinished job whose API process has not been heard from for this long is reported failed (api/jobs.py); the same for every process of a deployment |
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Settings:
     cypher_max_rows: int = 10_000
     query_timeout_ms: int = 300_000
     jobs_kept: int = 1000
+    job_stale_s: float = 30.0
     max_upload_files: int = 16
 
     @classmethod
@@ -62,6 +64,7 @@ class Settings:
             cypher_max_rows=_int("TRACEGRAPH_CYPHER_MAX_ROWS", cls.cypher_max_rows),
             query_timeout_ms=_int("TRACEGRAPH_QUERY_TIMEOUT_MS", cls.query_timeout_ms),
             jobs_kept=_int("TRACEGRAPH_JOBS_KEPT", cls.jobs_kept),
+            job_stale_s=float(_int("TRACEGRAPH_JOB_STALE_S", int(cls.job_stale_s))),
         )
         known = {f.name for f in fields(cls)}
         for k, v in overrides.items():

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -181,6 +181,19 @@ async def upload(
 )
 def get_job(job_id: str, jobs: Annotated[JobManager, Depends(get_jobs)]) -> JSONResponse:
     return JSONResponse(jobs.get(job_id).public())
+
+
+@router.get(
+    "/jobs",
+    response_model=list[JobOut],
+    responses=error_responses(422, 503),
+    summary="The newest ingest jobs of every API process serving this database, newest first",
+)
+def list_jobs(
+    jobs: Annotated[JobManager, Depends(get_jobs)],
+    limit: Annotated[int, Query(ge=1, le=1000, description="how many jobs at most")] = 100,
+) -> JSONResponse:
+    return JSONResponse([job.public() for job in jobs.recent(limit)])
 
 
 def _exists(graph: GraphHolder, trace: str) -> bool:

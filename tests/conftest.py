@@ -23,10 +23,14 @@ worker, so that it is set up once. Tests marked ``slow`` start first.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,7 +86,7 @@ def wipe_neo4j(g) -> None:
     from tracegraph.db.base import LABELS
 
     # Trace last: it holds a HAS_OP edge to every op, too many to detach in one transaction.
-    for label in [*LABELS[1:], LABELS[0]]:
+    for label in [*LABELS[1:], LABELS[0], "IngestJob"]:
         while g.run(f"MATCH (n:{label}) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*)", write=True).rows[0][0]:
             pass
 
@@ -119,8 +123,11 @@ def everything(graph) -> list:
         ).rows
     out = []
     for key in sorted(graph._redis.scan_iter(match=graph.prefix + "*")):
-        if graph._redis.type(key) == "string":
+        kind = graph._redis.type(key)
+        if kind == "string":
             out.append((key, graph._redis.get(key)))
+        elif kind == "hash":  # P:jobs
+            out.append((key, sorted(graph._redis.hgetall(key).items())))
         else:
             rows = graph._query(
                 key,
@@ -168,6 +175,60 @@ def run_cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"tracegraph {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def api_process(log: Path, *, home: Path, db: str | None = None, env: dict | None = None, args: tuple = ()):
+    """``tracegraph serve`` as a real process on a free port, answering
+    ``/health``: yields ``(process, base URL)``; stopped (SIGTERM) on the
+    way out, unless the test killed it first. Its output goes to ``log``."""
+    import httpx
+
+    port = free_port()
+    full_env = dict(os.environ, TRACEGRAPH_HOME=str(home), **(env or {}))
+    for var in ("TRACEGRAPH_DB", "TRACEGRAPH_API_KEY"):
+        if var not in (env or {}):
+            full_env.pop(var, None)
+    if db and db != "embedded":
+        full_env["TRACEGRAPH_DB"] = db
+    out = open(log, "wb")  # noqa: SIM115 - the server's log while it runs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port), *args],
+        env=full_env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited {proc.returncode}: {log.read_text()}")
+            try:
+                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"serve did not answer: {log.read_text()}")
+            time.sleep(0.2)
+        yield proc, base
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a test may have paused it
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+        out.close()
 
 
 def _uses_neo4j(item) -> bool:

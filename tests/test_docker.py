@@ -75,6 +75,9 @@ def test_compose_file_validates_and_wires_the_api_to_neo4j():
     assert api["environment"]["TRACEGRAPH_DB"] == "neo4j://neo4j:7687"
     assert api["environment"]["NEO4J_PASSWORD"] == "change-me-please"
     assert api["depends_on"]["neo4j"]["condition"] == "service_healthy"
+    # Two API replicas, one host port each (they share ingest jobs through Neo4j).
+    assert api["deploy"]["replicas"] == 2
+    assert [p["published"] for p in api["ports"]] == ["8000-8001"]
     published = {p["target"]: p for s in (neo4j, api) for p in s["ports"]}
     assert set(published) == {7474, 7687, 8000}
     assert all(p["host_ip"] == "127.0.0.1" for p in published.values())  # loopback unless told otherwise

@@ -15,13 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import SEED_STEPSTATS, run_cli
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import SEED_STEPSTATS, api_process, run_cli
 
 
 def redis_servers_for(home: Path) -> list[int]:
@@ -49,41 +43,11 @@ def redis_servers_for(home: Path) -> list[int]:
 @pytest.fixture
 def server(tmp_path):
     home = tmp_path / "home"
-    port = free_port()
-    env = dict(os.environ, TRACEGRAPH_HOME=str(home))
-    for var in ("TRACEGRAPH_DB", "TRACEGRAPH_API_KEY"):
-        env.pop(var, None)
-    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - the server's log while it runs
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+    log = tmp_path / "serve.log"
     try:
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"serve exited {proc.returncode}: {(tmp_path / 'serve.log').read_text()}")
-            try:
-                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"serve did not answer: {(tmp_path / 'serve.log').read_text()}")
-            time.sleep(0.2)
-        yield proc, base, home, tmp_path / "serve.log"
+        with api_process(log, home=home) as (proc, base):
+            yield proc, base, home, log
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-        log.close()
         if redis_servers_for(home):  # a killed serve leaves its server to the next user that leaves
             run_cli("traces", home=home)
 

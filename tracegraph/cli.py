@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tracegraph
-from tracegraph.errors import UserError, first_line
+from tracegraph.errors import BadRequest, UserError, first_line
 
 if TYPE_CHECKING:  # imported where used: a command loads only what it needs
     from rich.progress import TaskID
@@ -296,7 +296,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from tracegraph.api.app import serve
 
-    return serve(host=args.host, port=args.port, db=args.db, log_level=args.log_level)
+    if args.workers < 1:
+        raise BadRequest(f"--workers must be at least 1, got {args.workers}")
+    return serve(host=args.host, port=args.port, db=args.db, log_level=args.log_level, workers=args.workers)
 
 
 def _common_options(*, before_command: bool) -> argparse.ArgumentParser:
@@ -405,6 +407,12 @@ def _parser() -> argparse.ArgumentParser:
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all interfaces)"
     )
     s.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="API processes on this port (default 1); they share ingest jobs through the database",
+    )
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=cmd_serve)
     return p

@@ -220,6 +220,22 @@ class Graph(Protocol):
         """Remove what dead loaders and interrupted drops left behind; returns what was removed."""
         ...
 
+    # Ingest jobs (api/jobs.py) are kept in the database, so that every API
+    # process serving it sees every job. A job is a JSON-able dict with at
+    # least ``id`` (text), ``created_at`` (epoch seconds) and ``status``.
+
+    def save_job(self, job: dict[str, Any]) -> None:
+        """Store ``job``, replacing the stored job of its id."""
+        ...
+
+    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """The job ``job_id`` (a list of one, or empty), or the newest ``limit`` jobs, newest first."""
+        ...
+
+    def forget_jobs(self, keep: int) -> None:
+        """Delete finished jobs (done or failed) but the newest ``keep`` of them."""
+        ...
+
     def version(self) -> str: ...
 
     def close(self) -> None: ...
@@ -272,12 +288,25 @@ def rows_query(label: str, columns: dict[str, type], where: str = "") -> str:
     )
 
 
+FINISHED_JOBS = ("done", "failed")
+
+
+def job_order(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Newest first; jobs created in the same instant by their ids (the engines' one order)."""
+    return sorted(jobs, key=lambda j: (-float(j.get("created_at") or 0), str(j.get("id"))))
+
+
 def checkpoint(name: str) -> None:
-    """A named point in a load or drop where tests can kill this process.
+    """A named point in a load or drop where tests can stop this process.
 
     ``TRACEGRAPH_KILL_AT=name`` sends SIGKILL to the process itself when it
     reaches that point: the crash-safety tests use it to die exactly where
-    a power cut could. Unset (always, outside those tests), it does nothing.
+    a power cut could. ``TRACEGRAPH_PAUSE_AT=name`` sends it SIGSTOP
+    instead (the test sends SIGCONT): another process then meets this one
+    in exactly that state, without a race. Unset (always, outside those
+    tests), it does nothing.
     """
     if os.environ.get("TRACEGRAPH_KILL_AT") == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("TRACEGRAPH_PAUSE_AT") == name:
+        os.kill(os.getpid(), signal.SIGSTOP)

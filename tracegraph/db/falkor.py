@@ -8,6 +8,7 @@ Layout (``P`` is the graph name of the URI, ``tracegraph`` by default):
   ``OpTotals`` nodes, which listing and the cross-trace analyses read;
 * ``P:load:ID``: a load in progress, owned by the client connection named
   ``tracegraph-load:ID`` (the lease: it dies with the loader's process);
+* ``P:jobs``: the ingest jobs of every API process (a hash of JSON records by id);
 * ``P:layout``: the layout's version (:mod:`tracegraph.db.falkor_layout`).
 
 Why a graph per trace: FalkorDB 4.16 corrupts a graph that has deleted
@@ -28,7 +29,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from falkordb import FalkorDB
@@ -40,12 +41,14 @@ from falkordb.path import Path as FPath
 
 from tracegraph.db.base import (
     CATALOG_LABELS,
+    FINISHED_JOBS,
     Deadline,
     Progress,
     Result,
     TraceTables,
     check_trace_name,
     checkpoint,
+    job_order,
     name_taken,
     node_value,
     path_value,
@@ -69,6 +72,8 @@ LEASE_PREFIX = "tracegraph-load:"
 # Embedded: rewrite the append-only file once loads have grown it by this
 # much (see compact_log).
 AOF_COMPACT_BYTES = 8 << 20
+
+T = TypeVar("T")
 
 
 class FalkorGraph:
@@ -360,6 +365,37 @@ class FalkorGraph:
                 time.sleep(0.05)
         except redis.RedisError:
             return  # compaction is an optimization, never fatal
+
+    # -- ingest jobs: one hash, P:jobs, of JSON records by id ---------------
+
+    def save_job(self, job: dict[str, Any]) -> None:
+        self._jobs_call(lambda: self._redis.hset(self._jobs_key, job["id"], json.dumps(job)))
+
+    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        if job_id is not None:
+            raw = self._jobs_call(lambda: self._redis.hget(self._jobs_key, job_id))
+            return [] if raw is None else [json.loads(raw)]
+        return job_order(self._all_jobs())[:limit]
+
+    def forget_jobs(self, keep: int) -> None:
+        finished = [j for j in job_order(self._all_jobs()) if j.get("status") in FINISHED_JOBS]
+        old = [j["id"] for j in finished[keep:]]
+        if old:
+            self._jobs_call(lambda: self._redis.hdel(self._jobs_key, *old))
+
+    @property
+    def _jobs_key(self) -> str:
+        return f"{self.prefix}:jobs"
+
+    def _all_jobs(self) -> list[dict[str, Any]]:
+        raw: dict[Any, Any] = self._jobs_call(lambda: self._redis.hgetall(self._jobs_key))
+        return [json.loads(v) for v in raw.values()]
+
+    def _jobs_call(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except redis.RedisError as e:
+            raise DatabaseError(f"FalkorDB at {self._where}: {first_line(e)}") from None
 
     # -- the rest of the interface ----------------------------------------
 

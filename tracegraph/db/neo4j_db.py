@@ -10,6 +10,7 @@ Trace node's status, leases, swaps in batches) is
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from neo4j.exceptions import (
 from neo4j.graph import Node, Path, Relationship
 
 from tracegraph.db.base import (
+    FINISHED_JOBS,
     LABELS,
     Deadline,
     Progress,
@@ -177,24 +179,29 @@ class Neo4jGraph:
         return DatabaseError(f"Neo4j failed: {text}")
 
     def ensure_schema(self) -> None:
-        """(trace, uid) unique per label, plus an index on ``trace`` alone.
+        """(trace, uid) unique per label, plus an index on ``trace`` alone;
+        ingest jobs unique by id.
 
         Idempotent, and safe when two processes run it at once: every
         statement is IF NOT EXISTS, and an equivalent schema rule created
         by the other process meanwhile counts as done."""
         if self._schema_ready:
             return
+        statements = [
+            "CREATE CONSTRAINT ingestjob_id IF NOT EXISTS FOR (j:IngestJob) REQUIRE j.id IS UNIQUE",
+        ]
         for label in LABELS:
             low = label.lower()
-            for stmt in (
+            statements += [
                 f"CREATE CONSTRAINT {low}_key IF NOT EXISTS FOR (n:{label}) REQUIRE (n.trace, n.uid) IS UNIQUE",
                 f"CREATE INDEX {low}_trace IF NOT EXISTS FOR (n:{label}) ON (n.trace)",
-            ):
-                try:
-                    self.run(stmt, write=True)
-                except (QueryError, Conflict) as e:
-                    if "already exists" not in str(e) and "equivalent" not in str(e).lower():
-                        raise
+            ]
+        for stmt in statements:
+            try:
+                self.run(stmt, write=True)
+            except (QueryError, Conflict) as e:
+                if "already exists" not in str(e) and "equivalent" not in str(e).lower():
+                    raise
         self.run("CALL db.awaitIndexes(300)")
         self._schema_ready = True
 
@@ -222,6 +229,37 @@ class Neo4jGraph:
 
     def sweep(self) -> list[str]:
         return self._publisher.sweep()
+
+    # -- ingest jobs: IngestJob nodes, outside every trace -----------------
+
+    def save_job(self, job: dict[str, Any]) -> None:
+        self.ensure_schema()
+        self.run(
+            "MERGE (j:IngestJob {id: $id}) SET j.record = $record, j.created_at = $created, j.finished = $finished",
+            {
+                "id": job["id"],
+                "record": json.dumps(job),
+                "created": float(job["created_at"]),
+                "finished": job.get("status") in FINISHED_JOBS,
+            },
+            write=True,
+        )
+
+    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        if job_id is not None:
+            res = self.run("MATCH (j:IngestJob {id: $id}) RETURN j.record", {"id": job_id})
+        else:
+            res = self.run(
+                "MATCH (j:IngestJob) RETURN j.record ORDER BY j.created_at DESC, j.id LIMIT $limit", {"limit": limit}
+            )
+        return [json.loads(r[0]) for r in res.rows]
+
+    def forget_jobs(self, keep: int) -> None:
+        self.run(
+            "MATCH (j:IngestJob) WHERE j.finished WITH j ORDER BY j.created_at DESC, j.id SKIP $keep DETACH DELETE j",
+            {"keep": keep},
+            write=True,
+        )
 
     # -- the rest of the interface ----------------------------------------
 
