@@ -256,6 +256,9 @@ class JobManager:
         job.error_status = 500
         if self._store is not None and job.id not in self._swept:
             self._swept.add(job.id)
+            # Kept as failed, so that it ages out with the finished jobs; a
+            # process that was only slow overwrites this on its next heartbeat.
+            self._save(job)
             try:
                 self._store.sweep()  # what its load left behind: its lease died with it
             except UserError as e:

@@ -228,6 +228,37 @@ print(json.dumps({"times": times, "rows": rows}))
 """
 
 
+def analysis_calls(graph, trace: str, base: str) -> list[tuple[str, dict, str | None]]:
+    """Every catalog analysis with parameters for ``trace``: ``(name,
+    params, why it is skipped or None)``. An op: the middle one of the
+    critical path; a time: the memory peak's; ``base``: the trace to
+    compare with."""
+    from tracegraph.queries.catalog import catalog
+    from tracegraph.queries.run import run_analysis
+
+    cp = run_analysis(graph, "critical-path", trace).rows
+    op = cp[len(cp) // 2][1] if cp else None
+    peak = run_analysis(graph, "peak-memory", trace).rows
+    peak_at = peak[0][2] if peak else 0.0
+    calls = []
+    for name, analysis in catalog().items():
+        params: dict = {}
+        skipped = None
+        for p in analysis.params:
+            if p.name == "op":
+                params["op"] = op
+            elif p.name == "base":
+                params["base"] = base
+            elif p.name == "at_us":
+                params["at_us"] = peak_at
+            elif p.required and p.name != "trace":
+                skipped = f"cannot fill parameter {p.name}"
+        if not skipped and "op" in params and op is None:
+            skipped = "no op"
+        calls.append((name, params, skipped))
+    return calls
+
+
 def run_analyses(
     state: dict,
     trace: str,
@@ -243,27 +274,10 @@ def run_analyses(
     once, one warm-up run, then ``repeat`` timed runs), its address space
     capped at ``client_limit_mb``: an analysis whose answer does not fit
     fails alone instead of taking the benchmark (or the machine) down."""
-    from tracegraph.queries.catalog import catalog
-    from tracegraph.queries.run import run_analysis
-
-    cp = run_analysis(state["graph"], "critical-path", trace).rows
-    op = cp[len(cp) // 2][1] if cp else None
-    peak = run_analysis(state["graph"], "peak-memory", trace).rows
-    peak_at = peak[0][2] if peak else 0.0
     out = []
-    for name, analysis in catalog().items():
-        params, skipped = {}, None
-        for p in analysis.params:
-            if p.name == "op":
-                params["op"] = op
-            elif p.name == "base":
-                params["base"] = base
-            elif p.name == "at_us":
-                params["at_us"] = peak_at
-            elif p.required and p.name != "trace":
-                skipped = f"cannot fill parameter {p.name}"
-        if skipped or ("op" in params and op is None):
-            out.append({"analysis": name, "skipped": skipped or "no op"})
+    for name, params, skipped in analysis_calls(state["graph"], trace, base):
+        if skipped:
+            out.append({"analysis": name, "skipped": skipped})
             continue
         row = {"analysis": name, "params": params}
         with watchdog:

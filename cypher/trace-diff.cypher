@@ -29,8 +29,11 @@
 //   :param min_delta_us => 0.0
 UNWIND [$base, $trace] AS side
 MATCH (x:OpTotals {trace: side, uid: 'optotals'})
-UNWIND range(0, size(x.ops) - 1) AS i
-WITH side, x.ops[i] AS op, x.types[i] AS type, x.weights_us[i] AS w
+// The lists bound once: indexing the property itself, Neo4j reads the
+// whole list again for every i (quadratic: minutes at 100k ops).
+WITH side, x.ops AS ops, x.types AS types, x.weights_us AS ws
+UNWIND range(0, size(ops) - 1) AS i
+WITH side, ops[i] AS op, types[i] AS type, ws[i] AS w
 WITH op, type,
      sum(CASE WHEN side = $base THEN 1 ELSE 0 END) AS in_base,
      sum(CASE WHEN side = $trace THEN 1 ELSE 0 END) AS in_trace,

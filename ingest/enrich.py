@@ -22,7 +22,9 @@ their results, and the canned queries only read them:
 * per copy kernel the time no compute kernel on its device overlaps
   (``exposed_us``);
 * the observed critical path, the heaviest path through the order things
-  actually ran in (:mod:`observed_path`).
+  actually ran in (:mod:`observed_path`);
+* collectives joined across the ranks of a multi-rank trace, with each
+  rank's wait for the last one (:mod:`collectives`).
 
 The DAG passes themselves are :mod:`tracegraph.dag` (what-if reruns them).
 """
@@ -39,6 +41,7 @@ import pandas as pd
 from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.errors import DependencyCycle
 from tracegraph.facts import Fact
+from tracegraph.ingest.collectives import join_collectives
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.observed_path import observed_path
 
@@ -67,6 +70,7 @@ def enrich(tf: TraceFrames) -> Summary:
     _copy_exposure(tf)
     _degrees(tf)
     summary.props.update(observed_path(tf))
+    summary.props.update(join_collectives(tf))
     summary.props.update(_facts(tf))
     tf.check_enriched()
     return summary

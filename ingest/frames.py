@@ -105,6 +105,10 @@ class TraceFrames:
     # enrichment (:mod:`observed_path`), None before; enrichment's output,
     # so no constructor argument and not part of repr or equality.
     observed_next: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
+    # Collectives joined across ranks and each rank's call of them: set by
+    # enrichment (:mod:`collectives`), None before.
+    collectives: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
+    joins: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
     # The dependency DAG over every op, kept by the cycle check for
     # enrichment (which reuses it when its ops are the DAG's).
     dag: Dag | None = field(default=None, init=False, repr=False, compare=False)

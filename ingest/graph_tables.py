@@ -80,6 +80,8 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
             tensor_name=names(tf.allocations["tensor"]),
         ),
         "timelines": _timelines(tf.allocators),
+        "collectives": tf.collectives if tf.collectives is not None else _empty("collectives"),
+        "joins": tf.joins if tf.joins is not None else _empty("joins"),
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
@@ -91,6 +93,10 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
             for b in ("Op", "Kernel")
         },
     }
+
+
+def _empty(table: str) -> pd.DataFrame:
+    return pd.DataFrame(columns=schema.TABLE[table].names())
 
 
 def _op_totals(ops: pd.DataFrame) -> pd.DataFrame:

@@ -54,6 +54,9 @@ class TraceSummary:
     has_kernels: bool | None = None
     has_memory: bool | None = None
     has_copies: bool | None = None
+    has_collectives: bool | None = None
+    collectives: int | None = None  # collectives joined across ranks (multi-rank jobs)
+    collective_calls_unmatched: int | None = None
     sources: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)  # the format's facts (the Trace node's ``meta_*``)

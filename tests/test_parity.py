@@ -57,6 +57,7 @@ TRACES = {
     "par-et-alone": [ROOT / "tests" / "data" / "pytorch_et" / "cnn.et.json.gz"],
     "par-xplane-keras": [ROOT / "tests" / "data" / "xplane" / "keras_cnn_train.xplane.pb.gz"],
     "par-xplane-jax-scan": [ROOT / "tests" / "data" / "xplane" / "jax_scan.xplane.pb.gz"],
+    "par-dist-straggler": sorted((ROOT / "tests" / "data" / "pytorch_dist").glob("straggler.rank*.json.gz")),
 }
 
 

@@ -19,6 +19,7 @@ class Fact(Enum):
     MEMORY = "memory"
     KERNELS = "kernels"
     COPIES = "copies"
+    COLLECTIVES = "collectives"
 
     @property
     def flag(self) -> str:
@@ -37,4 +38,5 @@ _MISSING = {
     Fact.MEMORY: "the trace has no memory allocation records",
     Fact.KERNELS: "the trace has no device stream (kernel) records",
     Fact.COPIES: "the trace has no memory copies",
+    Fact.COLLECTIVES: "the trace has no collectives joined across ranks (it needs two or more ranks' files)",
 }

@@ -57,7 +57,11 @@ def _c(name: str, type_: str, meaning: str, by: str = PARSER, stored: bool = Tru
     return Column(name, type_, meaning, by, stored)
 
 
-UID = _c("uid", "str", "unique within the trace, prefixed by its kind (`op:`, `k:`, `t:`, `a:`, `dev:`, `s:`, `mem:`)")
+UID = _c(
+    "uid",
+    "str",
+    "unique within the trace, prefixed by its kind (`op:`, `k:`, `t:`, `a:`, `dev:`, `s:`, `mem:`, `coll:`)",
+)
 PATH = (
     _c("ocp_steps", "list[int]", "on the observed critical path: the steps (positions) of its segments", ENRICH),
     _c("ocp_starts_us", "list[float]", "their start times", ENRICH),
@@ -262,6 +266,38 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "collectives",
+        "Collective",
+        "collective (all-reduce, barrier, ...) of a multi-rank job, joined across its ranks",
+        (
+            _c("uid", "str", "`coll:<seq>`", ENRICH),
+            _c("name", "str", "the call (`c10d::allreduce_`, `c10d::barrier`, ...)", ENRICH),
+            _c("seq", "int", "its place among the job's collectives, 0-based, in call order", ENRICH),
+            _c("ranks", "int", "ranks that joined it", ENRICH),
+            _c("last_rank", "int", "the rank that called it last (the lowest such rank on a tie)", ENRICH),
+            _c("first_arrival_us", "float", "the earliest rank's call start", ENRICH),
+            _c("last_arrival_us", "float", "the last rank's call start: it cannot complete before", ENRICH),
+            _c(
+                "caused_us",
+                "float",
+                "last arrival - the arrival before it: the delay the last rank alone caused",
+                ENRICH,
+            ),
+            _c("waited_us", "float", "the waits of every rank summed (see JOINS.wait_us)", ENRICH),
+        ),
+    ),
+    Table(
+        "joins",
+        None,
+        "a rank's call of a collective",
+        (
+            _c("op", "str", "uid of the rank's call (its outermost `c10d::` op)", ENRICH),
+            _c("collective", "str", "uid of the collective", ENRICH),
+            _c("rank", "int", "the rank", ENRICH),
+            _c("wait_us", "float", "last arrival - this call's start: how long the rank waited for the others", ENRICH),
+        ),
+    ),
+    Table(
         "consumes",
         None,
         "data input of an op",
@@ -402,6 +438,16 @@ RELATIONSHIPS: tuple[Relationship, ...] = (
         "src",
         "the kernel (held back by `cudaStreamWaitEvent`) started only after the other ended",
     ),
+    _r(
+        "JOINS",
+        "Op",
+        "Collective",
+        "joins",
+        "op",
+        "collective",
+        "a rank's call of the collective; `rank`, and `wait_us` it waited for the last rank",
+        ("rank", "wait_us"),
+    ),
     *(
         _r(
             "OBSERVED_NEXT",
@@ -425,7 +471,7 @@ MEMBERSHIP: tuple[tuple[str, str], ...] = (
     ("HAS_ALLOCATOR", "Allocator"),
 )
 # Relationship properties that are integers (the node columns say their own types).
-INT_RELATIONSHIP_PROPERTIES = frozenset({"step", "output_index", "input_index"})
+INT_RELATIONSHIP_PROPERTIES = frozenset({"step", "output_index", "input_index", "rank"})
 
 
 def int_columns() -> frozenset[str]:
@@ -466,6 +512,14 @@ TRACE_PROPERTIES: tuple[Column, ...] = (
     _c("has_kernels", "bool", "it has device stream (kernel) records", ENRICH),
     _c("has_memory", "bool", "it has timed allocations", ENRICH),
     _c("has_copies", "bool", "it has memory copies", ENRICH),
+    _c("has_collectives", "bool", "it has collectives joined across ranks", ENRICH),
+    _c("collectives", "int", "collectives joined across ranks", ENRICH),
+    _c(
+        "collective_calls_unmatched",
+        "int",
+        "collective calls of a rank not joined to the other ranks' (see below)",
+        ENRICH,
+    ),
     _c("meta_*", "str", "facts of the format (`meta_distributed_info`, ...)", PARSER),
 )
 

@@ -28,6 +28,7 @@ readers ready traces only.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -47,7 +48,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # Rows per UNWIND batch (TRACEGRAPH_NEO4J_BATCH_ROWS); bench/RESULTS.md has the measurements.
-BATCH_ROWS = int(os.environ.get("TRACEGRAPH_NEO4J_BATCH_ROWS", "10000"))
+BATCH_ROWS = int(os.environ.get("TRACEGRAPH_NEO4J_BATCH_ROWS", "2500"))
+# Batches of one pass written at once, each in a transaction of its own
+# (TRACEGRAPH_NEO4J_IN_FLIGHT); bench/RESULTS.md has the measurements.
+IN_FLIGHT = int(os.environ.get("TRACEGRAPH_NEO4J_IN_FLIGHT", "2"))
 # Nodes deleted per transaction (with their relationships: an op has a
 # dozen), and renamed per transaction; each within Neo4j's default
 # transaction memory on a 1 GB heap.
@@ -206,7 +210,8 @@ class Publisher:
             keep = " AND n.uid <> 'trace'" if label == "Trace" else ""
             while True:
                 res = self.run(
-                    f"MATCH (n:{label} {{trace: $trace}}) WHERE true{keep} WITH n LIMIT {batch} "
+                    f"MATCH (n:{label} {{trace: $trace}}) USING INDEX SEEK n:{label}(trace) "
+                    f"WHERE true{keep} WITH n LIMIT {batch} "
                     f"{action} RETURN count(*)",
                     {**params, "trace": trace},
                     write=True,
@@ -298,34 +303,52 @@ class _Lease:
 def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> dict[str, dict[str, int]]:
     """The passes of :mod:`load_plan` as ``UNWIND`` batches of positional
     rows (a null is a property not set), the other ends of relationships
-    found through the (trace, uid) constraint's index. Counts are checked
-    per batch."""
+    found through the (trace, uid) constraint's index. The batches of a
+    pass go ``IN_FLIGHT`` at a time, each in its own transaction (the
+    server runs a transaction on one core); a pass starts when the one
+    before it is complete. Counts are checked per batch."""
     ints = tables.int_columns
     total = tables.elements()
     tables_frames = load_plan.frames(tables)
     done = 0
-    for p in load_plan.passes(tables):
-        for g in load_plan.groups(p, tables_frames, ints):
-            query = _pass_query(p, g)
-            head = [] if p.label is not None else [column_values(g.rows[p.anchor], False)]
-            head += [column_values(g.rows[rel.column], False) for rel in g.rels]
-            rows = [list(r) for r in zip(*head, *g.values)]
-            rels = load_plan.relationships_per_row(p, g)
-            for i in range(0, len(rows), BATCH_ROWS):
-                batch = rows[i : i + BATCH_ROWS]
-                res = graph.run(query, {"rows": batch, "trace": trace}, write=True)
-                want = {
-                    "nodes_created": len(batch) if p.label is not None else 0,
-                    "relationships_created": len(batch) * rels,
-                }
-                got = {k: res.stats.get(k, 0) for k in want}
-                if got != want:
-                    raise DatabaseError(f"Neo4j made {got} of {want} in a batch of {p.label or p.anchor_label}")
-                done += len(batch) * load_plan.elements_per_row(p, g)
-                if progress:
-                    progress(done, total)
+    with concurrent.futures.ThreadPoolExecutor(max(IN_FLIGHT, 1), thread_name_prefix="tracegraph-load") as pool:
+        for p in load_plan.passes(tables):
+            work = []
+            for g in load_plan.groups(p, tables_frames, ints):
+                query = _pass_query(p, g)
+                head = [] if p.label is not None else [column_values(g.rows[p.anchor], False)]
+                head += [column_values(g.rows[rel.column], False) for rel in g.rels]
+                rows = [list(r) for r in zip(*head, *g.values)]
+                rels = load_plan.relationships_per_row(p, g)
+                per_row = load_plan.elements_per_row(p, g)
+                for i in range(0, len(rows), BATCH_ROWS):
+                    batch = rows[i : i + BATCH_ROWS]
+                    want = {
+                        "nodes_created": len(batch) if p.label is not None else 0,
+                        "relationships_created": len(batch) * rels,
+                    }
+                    work.append(pool.submit(_batch, graph, query, batch, trace, want, p.label or p.anchor_label))
+                    work[-1].elements = len(batch) * per_row  # type: ignore[attr-defined]
+            try:
+                for future in concurrent.futures.as_completed(work):
+                    future.result()
+                    done += future.elements  # type: ignore[attr-defined]
+                    if progress:
+                        progress(done, total)
+            except BaseException:
+                for future in work:
+                    future.cancel()
+                concurrent.futures.wait(work)
+                raise
     counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
     return counts
+
+
+def _batch(graph: Publisher, query: str, rows: list[list[Any]], trace: str, want: dict[str, int], what: str) -> None:
+    res = graph.run(query, {"rows": rows, "trace": trace}, write=True)
+    got = {k: res.stats.get(k, 0) for k in want}
+    if got != want:
+        raise DatabaseError(f"Neo4j made {got} of {want} in a batch of {what}")
 
 
 def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
@@ -334,12 +357,16 @@ def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
     ends = [f"x{k}" for k in range(len(g.rels))]
     lookups = ([] if p.label is not None else [("a", p.anchor_label)]) + [(e, r.other) for e, r in zip(ends, g.rels)]
     member = p.member is not None and p.label is not None
-    # The hints pin the (trace, uid) seeks: a plan made while the database
-    # (or the label) was empty would scan instead, and plans are cached.
-    q = ["MATCH (t:Trace {trace: $trace, uid: 'trace'}) USING INDEX t:Trace(trace, uid)"] if member else []
+    # The hints pin the (trace, uid) seeks. Without them, a plan made while
+    # the database (or a label) was empty, with every estimate at 0 rows,
+    # may scan the whole index for every row instead, and plans are cached:
+    # the first trace into a fresh or emptied database took 7x as long as
+    # the next (bench/RESULTS.md). USING INDEX alone is no cure: an index
+    # scan satisfies it; USING INDEX SEEK does not.
+    q = ["MATCH (t:Trace {trace: $trace, uid: 'trace'}) USING INDEX SEEK t:Trace(trace, uid)"] if member else []
     q.append("UNWIND $rows AS r")
     q += [
-        f"MATCH ({v}:{label} {{trace: $trace, uid: r[{k}]}}) USING INDEX {v}:{label}(trace, uid)"
+        f"MATCH ({v}:{label} {{trace: $trace, uid: r[{k}]}}) USING INDEX SEEK {v}:{label}(trace, uid)"
         for k, (v, label) in enumerate(lookups)
     ]
     q += load_plan.creates(p, g, "n" if p.label is not None else "a", ends, len(lookups))
