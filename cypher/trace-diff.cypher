@@ -23,14 +23,16 @@
 // same in both traces is not a row. Order: largest |delta_us| first, then
 // op, then type ((op, type) is unique among the rows).
 //
+// Implementation: the OpTotals lists are bound once (WITH) before they
+// are indexed: indexing the property itself, Neo4j reads the whole list
+// again for every index (quadratic: minutes at 100k ops).
+//
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param base => 'alexnet-before'
 //   :param min_delta_us => 0.0
 UNWIND [$base, $trace] AS side
 MATCH (x:OpTotals {trace: side, uid: 'optotals'})
-// The lists bound once: indexing the property itself, Neo4j reads the
-// whole list again for every i (quadratic: minutes at 100k ops).
 WITH side, x.ops AS ops, x.types AS types, x.weights_us AS ws
 UNWIND range(0, size(ops) - 1) AS i
 WITH side, ops[i] AS op, types[i] AS type, ws[i] AS w

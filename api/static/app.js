@@ -396,6 +396,15 @@ node.Allocation {
   caption: '{bytes}';
 }
 
+node.Collective {
+  diameter: 60px;
+  color: #DA7194;
+  border-color: #CC3C6C;
+  text-color-internal: #FFFFFF;
+  font-size: 10px;
+  caption: '{name}';
+}
+
 node.Allocator {
   diameter: 80px;
   color: #A5202A;
