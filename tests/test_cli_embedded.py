@@ -337,3 +337,30 @@ def test_a_query_does_not_import_the_ingest_stack(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == "op,type,device,dur_us,kernels_us,share" and len(lines) == 12
     assert lines[-1] == "[]"
+
+
+def test_demo_ingests_every_sample_and_prints_the_headlines(tmp_path):
+    """The README's first command: every bundled sample ingests, and the
+    headline answers are the samples' own (the straggler job's rank 2 first,
+    with about the 80 ms it slept)."""
+    proc = run_cli("demo", home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for name in (
+        "alexnet",
+        "resnet50-opnames",
+        "vgg19-chainer",
+        "resnet50-megengine",
+        "cnn-pytorch",
+        "mlp-pytorch-et",
+        "mlp-jax",
+        "ddp-straggler",
+    ):
+        assert f"== ingested {name} from " in out, name
+    assert "skipped" not in out
+    assert "trace alexnet: span 219,951.0 us; observed critical path 215,320.0 us; dependency critical path" in out
+    ranks = out.split("== straggler-ranks --trace ddp-straggler", 1)[1].split("\n==", 1)[0]
+    first = next(line for line in ranks.splitlines() if re.match(r"\s*\d", line))
+    assert first.split()[:3] == ["2", "5", "1"]  # rank 2, 5 collectives, straggled once
+    caused = float(first.split()[3].replace(",", ""))
+    assert 72_000 <= caused <= 88_000

@@ -259,6 +259,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ("cnn-pytorch", ["pytorch-cnn-cpu.pt.trace.json.gz"]),
         ("mlp-pytorch-et", ["pytorch-mlp-train.kineto.json.gz", "pytorch-mlp-train.et.json.gz"]),
         ("mlp-jax", ["jax-train-step.xplane.pb.gz"]),
+        ("ddp-straggler", [f"pytorch-gloo-straggler.rank{r}.json.gz" for r in range(4)]),
     ]
     with _graph(args) as graph:
         for name, files in samples:
@@ -281,6 +282,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if analysis == "critical-path" and len(res.rows) > len(rows):
                 total = sum(r[3] for r in res.rows)
                 print(f"... {len(res.rows)} ops, {total:,.0f} us in all")
+        print("\n== straggler-ranks --trace ddp-straggler (4 ranks; rank 2 slept 80 ms before an all-reduce)")
+        res = run_analysis(graph, "straggler-ranks", "ddp-straggler")
+        print(res.note if not res.rows else render(res.columns, res.rows, "table", terminal_width()))
         from tracegraph.queries.traces import list_traces
 
         cols = ["trace", "framework", "ops", "span_us", "critical_path_us", "observed_path_us", "memory_peak_bytes"]
