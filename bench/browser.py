@@ -86,6 +86,19 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve(home: Path, *, env: dict | None = None, log: Path | None = None, timeout_s: float = 180):
     """``tracegraph serve`` on a free loopback port with data directory ``home``; yields its base URL."""
+    with serve_process(home, env=env, log=log, timeout_s=timeout_s) as (_proc, base):
+        yield base
+
+
+@contextlib.contextmanager
+def serve_process(
+    home: Path, *, env: dict | None = None, log: Path | None = None, args: tuple = (), timeout_s: float = 180
+):
+    """:func:`serve` with more ``args`` for it, yielding ``(process, base URL)``
+    once ``/health`` answers. ``TRACEGRAPH_DB`` and ``TRACEGRAPH_API_KEY``
+    are unset unless ``env`` sets them. On the way out the process is
+    stopped (SIGTERM), unless it has exited already (a test may have
+    paused it, so it gets SIGCONT first)."""
     port = free_port()
     full = dict(os.environ, TRACEGRAPH_HOME=str(home))
     for var in ("TRACEGRAPH_DB", "TRACEGRAPH_API_KEY"):
@@ -93,7 +106,7 @@ def serve(home: Path, *, env: dict | None = None, log: Path | None = None, timeo
     full.update(env or {})
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the server's log while it runs
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port), *args],
         env=full,
         stdout=out,
         stderr=subprocess.STDOUT,
@@ -113,9 +126,10 @@ def serve(home: Path, *, env: dict | None = None, log: Path | None = None, timeo
             if time.monotonic() > deadline:
                 raise RuntimeError("tracegraph serve did not answer /health")
             time.sleep(0.2)
-        yield base
+        yield proc, base
     finally:
         if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)

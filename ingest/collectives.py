@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from tracegraph import schema
-from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.frames import Row, TraceFrames, frame
 
 _RANK = re.compile(r"^rank(\d+)/")
 POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
@@ -53,31 +53,30 @@ JOIN_COLUMNS = schema.TABLE["joins"].names()
 def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
     """Set ``tf.collectives`` and ``tf.joins``; the Trace's counts."""
     calls = _calls(tf.ops)
-    collectives: list[dict[str, object]] = []
-    joins: list[dict[str, object]] = []
+    collectives: list[Row] = []
+    joins: list[Row] = []
     unmatched = 0
-    if len(calls) >= 2:
-        length = min(len(c) for c in calls.values())
+    if len(calls) >= 2:  # one rank: nothing to join, nothing missed
+        ranks = sorted(calls)
         k = 0
-        while k < length and len({c[k][1] for c in calls.values()}) == 1:
-            arrivals = {rank: c[k][2] for rank, c in calls.items()}
-            ranks = sorted(arrivals)
-            times = np.array([arrivals[r] for r in ranks], dtype=float)
-            last_time = float(times.max())
-            last_rank = ranks[int(np.argmax(times))]  # argmax: the first, so the lowest rank on a tie
-            before = float(np.sort(times)[-2])
-            waits = last_time - times
+        while k < min(len(c) for c in calls.values()):
+            names = {calls[r][k][1] for r in ranks}
+            if len(names) != 1:
+                break
+            times = np.array([calls[r][k][2] for r in ranks], dtype=float)
+            last = int(np.argmax(times))  # the first maximum: the lowest rank on a tie
+            waits = times[last] - times
             uid = f"coll:{k}"
             collectives.append(
                 {
                     "uid": uid,
-                    "name": next(iter(calls.values()))[k][1],
+                    "name": names.pop(),
                     "seq": k,
                     "ranks": len(ranks),
-                    "last_rank": last_rank,
+                    "last_rank": ranks[last],
                     "first_arrival_us": float(times.min()),
-                    "last_arrival_us": last_time,
-                    "caused_us": last_time - before,
+                    "last_arrival_us": float(times[last]),
+                    "caused_us": float(times[last] - np.sort(times)[-2]),
                     "waited_us": float(waits.sum()),
                 }
             )
@@ -86,10 +85,8 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
             ]
             k += 1
         unmatched = sum(len(c) - k for c in calls.values())
-    elif calls:
-        unmatched = 0  # one rank: nothing to join, nothing missed
-    tf.collectives = pd.DataFrame.from_records(collectives, columns=COLLECTIVE_COLUMNS)
-    tf.joins = pd.DataFrame.from_records(joins, columns=JOIN_COLUMNS)
+    tf.collectives = frame(collectives, COLLECTIVE_COLUMNS)
+    tf.joins = frame(joins, JOIN_COLUMNS)
     return {
         "has_collectives": bool(collectives),
         "collectives": len(collectives),
@@ -99,22 +96,17 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
 
 def _calls(ops: pd.DataFrame) -> dict[int, list[tuple[str, str, float]]]:
     """Per rank, its collective calls ``(op uid, name, start)`` in start order."""
-    if "thread" not in ops.columns or not len(ops):
-        return {}
     names = ops["name"].astype(str)
-    is_c10d = names.str.startswith("c10d::") & ~names.isin(POINT_TO_POINT)
-    if not is_c10d.any():
+    c10d = names.str.startswith("c10d::")
+    if not c10d.any():
         return {}
-    c10d_uids = set(ops.loc[names.str.startswith("c10d::"), "uid"])
-    parents = ops["parent"] if "parent" in ops.columns else pd.Series(None, index=ops.index)
-    outermost = is_c10d & ~parents.isin(c10d_uids)
+    outermost = c10d & ~names.isin(POINT_TO_POINT) & ~ops["parent"].isin(set(ops.loc[c10d, "uid"]))
     calls: dict[int, list[tuple[str, str, float]]] = {}
     chosen = ops[outermost]
     for uid, name, thread, start in zip(chosen["uid"], chosen["name"], chosen["thread"], chosen["start_us"]):
         found = _RANK.match(str(thread or ""))
-        if found is None or start is None or pd.isna(start):
-            continue
-        calls.setdefault(int(found.group(1)), []).append((str(uid), str(name), float(start)))
+        if found is not None and pd.notna(start):
+            calls.setdefault(int(found.group(1)), []).append((str(uid), str(name), float(start)))
     for c in calls.values():
         c.sort(key=lambda call: (call[2], call[0]))
     return calls

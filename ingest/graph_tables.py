@@ -18,7 +18,7 @@ from tracegraph import schema
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
 from tracegraph.ingest.enrich import Summary
-from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.frames import TraceFrames, empty
 
 
 def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
@@ -80,8 +80,8 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
             tensor_name=names(tf.allocations["tensor"]),
         ),
         "timelines": _timelines(tf.allocators),
-        "collectives": tf.collectives if tf.collectives is not None else _empty("collectives"),
-        "joins": tf.joins if tf.joins is not None else _empty("joins"),
+        "collectives": tf.collectives if tf.collectives is not None else empty(schema.TABLE["collectives"].names()),
+        "joins": tf.joins if tf.joins is not None else empty(schema.TABLE["joins"].names()),
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],
@@ -93,10 +93,6 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
             for b in ("Op", "Kernel")
         },
     }
-
-
-def _empty(table: str) -> pd.DataFrame:
-    return pd.DataFrame(columns=schema.TABLE[table].names())
 
 
 def _op_totals(ops: pd.DataFrame) -> pd.DataFrame:

@@ -23,14 +23,10 @@ worker, so that it is set up once. Tests marked ``slow`` start first.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -177,58 +173,20 @@ def run_cli(
     return proc
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
 def api_process(log: Path, *, home: Path, db: str | None = None, env: dict | None = None, args: tuple = ()):
-    """``tracegraph serve`` as a real process on a free port, answering
-    ``/health``: yields ``(process, base URL)``; stopped (SIGTERM) on the
-    way out, unless the test killed it first. Its output goes to ``log``."""
-    import httpx
+    """``tracegraph serve`` as a real process on a free port, on database
+    ``db`` (a ``db_uri``; the embedded one of ``home`` by default): a
+    context manager yielding ``(process, base URL)`` once ``/health``
+    answers (bench/browser.py's ``serve_process``). Its output goes to
+    ``log``."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench.browser import serve_process
 
-    port = free_port()
-    full_env = dict(os.environ, TRACEGRAPH_HOME=str(home), **(env or {}))
-    for var in ("TRACEGRAPH_DB", "TRACEGRAPH_API_KEY"):
-        if var not in (env or {}):
-            full_env.pop(var, None)
+    extra = dict(env or {})
     if db and db != "embedded":
-        full_env["TRACEGRAPH_DB"] = db
-    out = open(log, "wb")  # noqa: SIM115 - the server's log while it runs
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracegraph.cli", "serve", "--port", str(port), *args],
-        env=full_env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"serve exited {proc.returncode}: {log.read_text()}")
-            try:
-                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"serve did not answer: {log.read_text()}")
-            time.sleep(0.2)
-        yield proc, base
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)  # a test may have paused it
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-        out.close()
+        extra["TRACEGRAPH_DB"] = db
+    return serve_process(home, env=extra, log=log, args=args)
 
 
 def _uses_neo4j(item) -> bool:

@@ -898,32 +898,40 @@ def test_joined_pytorch_timeline_marks_only_the_paths_runs(ui, joined_uploaded, 
     assert check(state) >= len(adds)
 
 
-def summary_ops(http) -> int:
-    return http.get(f"/traces/{JOINED}").json()["critical_path_ops"]
+def summary_ops(http, trace: str = JOINED) -> int:
+    return http.get(f"/traces/{trace}").json()["critical_path_ops"]
 
 
-def test_joined_pytorch_graph_draws_the_critical_path_and_an_ops_tensors(ui, joined_uploaded, http):
-    page, _console, _requests, _responses = ui
-    open_graph(page, f"#/graph/{JOINED}?cp=1&first=0")
-    n = summary_ops(http)
+def assert_draws_the_critical_path(page, http, trace: str, screenshot: str) -> tuple[int, dict]:
+    """The graph view, open on ``trace``'s critical path from its first op,
+    draws one node per op of the path, the very ops (by uid)
+    critical-path-graph returns, legibly; returns the path's op count and
+    its nodes by uid."""
+    n = summary_ops(http, trace)
     assert page.text_content("#graph-caption").startswith(f"critical path: showing {n} of {n} ops")
     page.locator("#graph-box").scroll_into_view_if_needed()
     state = page.evaluate(GRAPH_STATE)
     drawn = page.evaluate(DRAWN, None)
-    shot(page, "17-graph-joined-pytorch")
-    # One node per op of the path, the very ops (by uid) critical-path-graph returns.
+    shot(page, screenshot)
     path = graph_nodes(
-        http.get(f"/traces/{JOINED}/queries/critical-path-graph", params={"first_step": 0, "max_ops": 40}).json()[
+        http.get(f"/traces/{trace}/queries/critical-path-graph", params={"first_step": 0, "max_ops": 40}).json()[
             "rows"
         ],
         {},
     )
-    cp = http.get(f"/traces/{JOINED}/queries/critical-path").json()
+    cp = http.get(f"/traces/{trace}/queries/critical-path").json()
     assert len(path) == n
     assert sorted(x["uid"] for x in drawn["nodes"]) == sorted(path)
     assert sorted(x["name"] for x in drawn["nodes"]) == sorted(r[cp["columns"].index("op")] for r in cp["rows"])
     assert {x["kind"] for x in drawn["nodes"]} == {"Op"}
     assert_legible(state)
+    return n, path
+
+
+def test_joined_pytorch_graph_draws_the_critical_path_and_an_ops_tensors(ui, joined_uploaded, http):
+    page, _console, _requests, _responses = ui
+    open_graph(page, f"#/graph/{JOINED}?cp=1&first=0")
+    n, _path = assert_draws_the_critical_path(page, http, JOINED, "17-graph-joined-pytorch")
     # Select an op of the path that reads and writes tensors, then add its tensors to the drawing.
     uid, name = cypher_rows(
         http,
@@ -1367,24 +1375,7 @@ def test_xplane_jax_graph_draws_the_critical_path_and_a_neighborhood(ui, xplane_
     page, _console, _requests, _responses = ui
     with page_stays_clean(ui):
         open_xplane_graph(page, f"#/graph/{JAX}?cp=1&first=0")
-        n = http.get(f"/traces/{JAX}").json()["critical_path_ops"]
-        assert page.text_content("#graph-caption").startswith(f"critical path: showing {n} of {n} ops")
-        page.locator("#graph-box").scroll_into_view_if_needed()
-        state = page.evaluate(GRAPH_STATE)
-        drawn = page.evaluate(DRAWN, None)
-        shot(page, "25-graph-xplane-jax-critical-path")
-        path = graph_nodes(
-            http.get(f"/traces/{JAX}/queries/critical-path-graph", params={"first_step": 0, "max_ops": 40}).json()[
-                "rows"
-            ],
-            {},
-        )
-        cp = http.get(f"/traces/{JAX}/queries/critical-path").json()
-        assert len(path) == n
-        assert sorted(x["uid"] for x in drawn["nodes"]) == sorted(path)
-        assert sorted(x["name"] for x in drawn["nodes"]) == sorted(r[cp["columns"].index("op")] for r in cp["rows"])
-        assert {x["kind"] for x in drawn["nodes"]} == {"Op"}
-        assert_legible(state)
+        n, path = assert_draws_the_critical_path(page, http, JAX, "25-graph-xplane-jax-critical-path")
         # Select the op in the middle of the path and add its neighborhood (both runs of its name).
         uid, name = cypher_rows(
             http, "MATCH (o:Op {trace: $trace}) WHERE o.cp_step = $k RETURN o.uid, o.name", JAX, k=n // 2

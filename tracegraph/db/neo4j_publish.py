@@ -313,7 +313,7 @@ def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress 
     done = 0
     with concurrent.futures.ThreadPoolExecutor(max(IN_FLIGHT, 1), thread_name_prefix="tracegraph-load") as pool:
         for p in load_plan.passes(tables):
-            work = []
+            work: dict[concurrent.futures.Future[None], int] = {}  # a batch -> its graph elements
             for g in load_plan.groups(p, tables_frames, ints):
                 query = _pass_query(p, g)
                 head = [] if p.label is not None else [column_values(g.rows[p.anchor], False)]
@@ -327,12 +327,12 @@ def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress 
                         "nodes_created": len(batch) if p.label is not None else 0,
                         "relationships_created": len(batch) * rels,
                     }
-                    work.append(pool.submit(_batch, graph, query, batch, trace, want, p.label or p.anchor_label))
-                    work[-1].elements = len(batch) * per_row  # type: ignore[attr-defined]
+                    future = pool.submit(_batch, graph, query, batch, trace, want, p.label or p.anchor_label)
+                    work[future] = len(batch) * per_row
             try:
                 for future in concurrent.futures.as_completed(work):
                     future.result()
-                    done += future.elements  # type: ignore[attr-defined]
+                    done += work[future]
                     if progress:
                         progress(done, total)
             except BaseException:

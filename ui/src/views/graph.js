@@ -29,33 +29,45 @@ async function neighborhood(trace, op, hops) {
   return getJSON(`/traces/${enc(trace)}/queries/op-neighborhood-graph${qs({ op, hops })}`);
 }
 
-/** A button that adds the tensors the ops `uids()` names read and wrote to the drawn graph `cy()`. */
-function tensorsButton(trace, uids, cy, focus, status) {
+/**
+ * A button `selector` that runs `load()` once: "loading…" in `status` meanwhile,
+ * then the text `load()` returns; on an error, the error there and the button
+ * enabled again.
+ */
+function loadButton(selector, label, status, load) {
   const button = el(
-    "button#graph-tensors",
+    selector,
     {
       type: "button",
       onclick: async () => {
         button.disabled = true;
         status.textContent = "loading…";
         try {
-          const res = await postJSON("/cypher", { query: TENSORS_QUERY, params: { uids: uids() }, trace });
-          const g = collectGraph(res.rows);
-          const tensors = [...g.nodes.values()].filter((nd) => (nd.labels || []).includes("Tensor")).length;
-          const added = addGraph(cy(), g, { focus: focus() });
-          status.textContent =
-            `${fmtInt(tensors)} tensor${tensors === 1 ? "" : "s"} read or written` +
-            (added < tensors ? ` (${fmtInt(added)} new)` : "") +
-            (res.rows.length >= MAX_TENSORS ? ` (the first ${MAX_TENSORS})` : "");
+          status.textContent = await load();
         } catch (err) {
           status.replaceChildren(errorBox(err));
           button.disabled = false;
         }
       },
     },
-    "show its tensors",
+    label,
   );
   return button;
+}
+
+/** A button that adds the tensors the ops `uids()` names read and wrote to the drawn graph `cy()`. */
+function tensorsButton(trace, uids, cy, focus, status) {
+  return loadButton("button#graph-tensors", "show its tensors", status, async () => {
+    const res = await postJSON("/cypher", { query: TENSORS_QUERY, params: { uids: uids() }, trace });
+    const g = collectGraph(res.rows);
+    const tensors = [...g.nodes.values()].filter((nd) => (nd.labels || []).includes("Tensor")).length;
+    const added = addGraph(cy(), g, { focus: focus() });
+    return (
+      `${fmtInt(tensors)} tensor${tensors === 1 ? "" : "s"} read or written` +
+      (added < tensors ? ` (${fmtInt(added)} new)` : "") +
+      (res.rows.length >= MAX_TENSORS ? ` (the first ${MAX_TENSORS})` : "")
+    );
+  });
 }
 
 export async function render(root, [trace], query, ctx) {
@@ -110,25 +122,11 @@ export async function render(root, [trace], query, ctx) {
     const p = nd.properties;
     const status = el("span.status#graph-expand-status", { role: "status" });
     const tensorStatus = el("span.status#graph-tensors-status", { role: "status" });
-    const expand = el(
-      "button#graph-expand",
-      {
-        type: "button",
-        onclick: async () => {
-          expand.disabled = true;
-          status.textContent = "loading…";
-          try {
-            const res = await neighborhood(trace, name, 1);
-            const added = addGraph(cy, capGraph(collectGraph(res.rows), MAX_NODES), { focus: node });
-            status.textContent = `${fmtInt(added)} op${added === 1 ? "" : "s"} added (within 1 dependency hop)`;
-          } catch (err) {
-            status.replaceChildren(errorBox(err));
-            expand.disabled = false;
-          }
-        },
-      },
-      "show its neighborhood here",
-    );
+    const expand = loadButton("button#graph-expand", "show its neighborhood here", status, async () => {
+      const res = await neighborhood(trace, name, 1);
+      const added = addGraph(cy, capGraph(collectGraph(res.rows), MAX_NODES), { focus: node });
+      return `${fmtInt(added)} op${added === 1 ? "" : "s"} added (within 1 dependency hop)`;
+    });
     selection.replaceChildren(
       el("h3", {}, name),
       el(
