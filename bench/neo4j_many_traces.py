@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--timeout-ms", type=int, default=60_000)
     p.add_argument("--json", type=Path)
+    p.add_argument("--keep", action="store_true", help="leave the traces stored (default: empty the server again)")
     args = p.parse_args(argv)
 
     from tracegraph.db.connect import open_graph
@@ -127,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
+    if not args.keep:
+        # Millions of elements left in a test server make its next start
+        # (and every wipe of the test suite) slow.
+        empty(graph)
     graph.close()
     return 0
 

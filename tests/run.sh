@@ -12,8 +12,8 @@
 # assembled by ../shared/neo4j-local (at $TRACEGRAPH_NEO4J_HOME, default
 # ~/.cache/tracegraph-neo4j) is used: started here if it is not running
 # (while the rest is set up), and then stopped again (by its pid) when the
-# tests end. With neither, the Neo4j tests are skipped and the summary says
-# why.
+# tests end. With neither, or when that server does not start, the Neo4j
+# tests are skipped and the summary says why.
 #
 # The suite runs in two pytest-xdist workers (TRACEGRAPH_TEST_WORKERS, or
 # -n N among the arguments, which are pytest's; -n 0 runs it in this
@@ -41,7 +41,9 @@ neo4j_pid=""
 if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; then
   pid=$(cat "$NEO4J_HOME_DIR/run/neo4j.pid" 2>/dev/null || true)
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-    "$NEO4J_HOME_DIR/start.sh" >"$logs/neo4j.log" 2>&1 &
+    # A server stopped uncleanly replays its transaction logs first, which
+    # can take minutes after a large benchmark: allow for that.
+    NEO4J_START_TIMEOUT=${NEO4J_START_TIMEOUT:-600} "$NEO4J_HOME_DIR/start.sh" >"$logs/neo4j.log" 2>&1 &
     neo4j_pid=$!
     started=yes
   fi
@@ -77,9 +79,13 @@ if ! wait "$npm_pid"; then
 fi
 cat "$logs/npm.log"
 if [ -n "$neo4j_pid" ] && ! wait "$neo4j_pid"; then
+  # The server that was found here is broken (its log says why): that is
+  # this machine's state, not the project's. The Neo4j side is skipped,
+  # loudly; pytest's summary names every test it skipped.
   cat "$logs/neo4j.log" >&2
-  echo "tests/run.sh: Neo4j did not start (above): its tests would fail" >&2
-  exit 1
+  echo "tests/run.sh: WARNING: Neo4j at $NEO4J_HOME_DIR did not start (above): its tests are SKIPPED" >&2
+  unset TRACEGRAPH_TEST_NEO4J
+  started=""
 fi
 
 .venv/bin/python -m pytest -q -n "${TRACEGRAPH_TEST_WORKERS:-2}" "$@"
