@@ -35,7 +35,19 @@
 //     under 1,500 us, else 0;
 //   synchronization: a kernel's end -> the end of the blocking call that
 //     waited for it, or -> the start of the kernel a cudaStreamWaitEvent held
-//     back; weight 0.
+//     back; weight 0;
+//   collectives joined across ranks (multi-rank jobs, see `stragglers`): a
+//     collective completes on no rank before its last rank arrives, so the
+//     last rank's call start -> each rank's completion of it: the end of a
+//     call still running at that arrival (an NCCL kernel, a blocking call;
+//     the part of its body before the arrival then weighs 0: waiting), else
+//     the first op its thread starts after both the arrival and the call's
+//     return (torch.distributed's host calls return once the work is
+//     queued; the thread waits outside any op); weight = the time from the
+//     arrival (kind communication); and the thread-order edge into the last
+//     rank's host call weighs its elapsed time: every other rank waited
+//     for it. The path therefore crosses ranks at collectives
+//     (`job-critical-path` lists it rank by rank).
 // The observed critical path is the path with the largest summed weight
 // (one topological pass at ingest); that sum is its length, stored on the
 // Trace node as `observed_path_us`. Ties: the first node reached in the

@@ -20,7 +20,7 @@
 // Neo4j Browser:
 //   :param trace => 'job'
 //   :param min_caused_us => 10000.0
-MATCH (o:Op)-[j:JOINS]->(c:Collective {trace: $trace})
+MATCH ()-[j:JOINS]->(c:Collective {trace: $trace})
 WITH j.rank AS rank, c, j,
      CASE WHEN c.last_rank = j.rank AND c.caused_us >= $min_caused_us AND c.caused_us > 0 THEN 1 ELSE 0 END AS late
 RETURN rank, count(c) AS collectives, count(CASE WHEN late = 1 THEN c END) AS straggled,

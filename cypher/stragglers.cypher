@@ -4,7 +4,7 @@
 // @param trace TRACE: the trace (several ranks' files ingested as one)
 // @param min_caused_us FLOAT[0..] = 10000: name a straggler only when it alone delayed the collective by at least this (us)
 // @column seq: the collective's place among the job's collectives (0-based, call order)
-// @column collective: its call (`c10d::allreduce_`, ...)
+// @column collective: its call (`c10d::allreduce_`, ...; on GPU jobs the NCCL collective: `AllReduce`, ...)
 // @column straggler_rank: the rank that arrived last
 // @column caused_us: last arrival - the arrival before it (us): the delay the straggler alone caused
 // @column rank: a rank of the collective (one row per rank, the straggler's too)
@@ -27,7 +27,7 @@
 //   :param min_caused_us => 10000.0
 MATCH (c:Collective {trace: $trace})
 WHERE c.caused_us >= $min_caused_us AND c.caused_us > 0
-MATCH (o:Op)-[j:JOINS]->(c)
+MATCH ()-[j:JOINS]->(c)
 RETURN c.seq AS seq, c.name AS collective, c.last_rank AS straggler_rank, c.caused_us AS caused_us,
        j.rank AS rank, j.wait_us AS wait_us
 ORDER BY seq, rank

@@ -2,16 +2,25 @@
 event of the job.
 
 In a multi-rank trace (several PyTorch rank files ingested as one trace,
-ops' threads named ``rank<r>/pid:tid``), a rank's *collective calls* are
-its outermost ``c10d::`` ops: the host-side call torch.distributed makes
+ops' threads named ``rank<r>/pid:tid``, devices ``rank<r>/cuda:0``), a
+rank's *collective calls* are its NCCL kernels when the trace has any,
+SendRecv kernels (point-to-point traffic, all_to_all too) left out: the
+collective waits and completes on the device. They are grouped by process
+group (the kernel's ``Process Group Name``, which newer PyTorch records
+with ``Process Group Ranks`` and ``Collective name``; one group, of every
+rank of the trace, when absent) and named by ``Collective name``, else by
+the kernel name (``ncclKernel_AllReduce_...``: ``AllReduce``).
+
+Without NCCL kernels, a rank's collective calls are its outermost
+``c10d::`` ops: the host-side call torch.distributed makes
 for every collective (``c10d::allreduce_``, ``c10d::barrier``,
 ``c10d::broadcast_``, ...; a ``c10d::`` op nested in another is part of
 it). Point-to-point calls (``c10d::send``, ``c10d::recv_``,
 ``c10d::recv_any_source_``) are not collectives and are left out.
 
-Matching. torch.distributed requires every rank to call collectives in
-the same order, so the k-th collective call of every rank is collective
-``k``, for as long as every rank has a k-th call and all of them have the
+Matching. torch.distributed requires every rank of a group to call its
+collectives in the same order, so the k-th collective call of every rank
+is collective ``k``, for as long as every rank has a k-th call and all of them have the
 same name. From the first k where a rank has none or the names differ (a
 profiler window that starts or ends mid-job on one rank, process groups
 whose calls interleave differently on different ranks), no call is joined:
@@ -35,6 +44,7 @@ On a tie for last, the lowest rank is ``last_rank`` and ``caused_us`` is 0.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -42,9 +52,12 @@ import pandas as pd
 
 from tracegraph import schema
 from tracegraph.ingest.frames import Row, TraceFrames, frame
+from tracegraph.ingest.ranks import rank_of
 
 _RANK = re.compile(r"^rank(\d+)/")
 POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
+# NCCL kernels of point-to-point traffic (lowercased collective names); all_to_all runs as these too.
+POINT_TO_POINT_KERNELS = frozenset({"sendrecv", "send", "recv"})
 
 COLLECTIVE_COLUMNS = schema.TABLE["collectives"].names()
 JOIN_COLUMNS = schema.TABLE["joins"].names()
@@ -52,39 +65,20 @@ JOIN_COLUMNS = schema.TABLE["joins"].names()
 
 def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
     """Set ``tf.collectives`` and ``tf.joins``; the Trace's counts."""
-    calls = _calls(tf.ops)
     collectives: list[Row] = []
     joins: list[Row] = []
     unmatched = 0
-    if len(calls) >= 2:  # one rank: nothing to join, nothing missed
-        ranks = sorted(calls)
-        k = 0
-        while k < min(len(c) for c in calls.values()):
-            names = {calls[r][k][1] for r in ranks}
-            if len(names) != 1:
-                break
-            times = np.array([calls[r][k][2] for r in ranks], dtype=float)
-            last = int(np.argmax(times))  # the first maximum: the lowest rank on a tie
-            waits = times[last] - times
-            uid = f"coll:{k}"
-            collectives.append(
-                {
-                    "uid": uid,
-                    "name": names.pop(),
-                    "seq": k,
-                    "ranks": len(ranks),
-                    "last_rank": ranks[last],
-                    "first_arrival_us": float(times.min()),
-                    "last_arrival_us": float(times[last]),
-                    "caused_us": float(times[last] - np.sort(times)[-2]),
-                    "waited_us": float(waits.sum()),
-                }
-            )
-            joins += [
-                {"op": calls[r][k][0], "collective": uid, "rank": r, "wait_us": float(w)} for r, w in zip(ranks, waits)
-            ]
-            k += 1
-        unmatched = sum(len(c) - k for c in calls.values())
+    groups = _kernel_calls(tf)
+    if groups:
+        everyone = _ranks(tf)
+        for group, (members, calls) in sorted(groups.items()):
+            ranks = members if members is not None else everyone
+            u = _join(calls, ranks, group, "kernel", collectives, joins)
+            unmatched += u
+    else:
+        calls = _calls(tf.ops)
+        if len(calls) >= 2:  # one rank: nothing to join, nothing missed
+            unmatched = _join(calls, sorted(calls), None, "op", collectives, joins)
     tf.collectives = frame(collectives, COLLECTIVE_COLUMNS)
     tf.joins = frame(joins, JOIN_COLUMNS)
     return {
@@ -94,14 +88,54 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
     }
 
 
-def _calls(ops: pd.DataFrame) -> dict[int, list[tuple[str, str, float]]]:
+Calls = dict[int, list[tuple[str, str, float]]]  # rank -> its calls (uid, name, start), in start order
+
+
+def _join(calls: Calls, ranks: list[int], group: str | None, column: str, out: list[Row], joins: list[Row]) -> int:
+    """Join the k-th call of every rank of ``ranks`` while all have one and
+    agree on the name; append Collective and JOINS rows; return how many
+    calls were left unmatched."""
+    k = 0
+    if all(r in calls for r in ranks) and len(ranks) >= 2:
+        while k < min(len(calls[r]) for r in ranks):
+            names = {calls[r][k][1] for r in ranks}
+            if len(names) != 1:
+                break
+            times = np.array([calls[r][k][2] for r in ranks], dtype=float)
+            last = int(np.argmax(times))  # the first maximum: the lowest rank on a tie
+            waits = times[last] - times
+            uid = f"coll:{k}" if group is None else f"coll:{group}:{k}"
+            out.append(
+                {
+                    "uid": uid,
+                    "name": names.pop(),
+                    "process_group": group,
+                    "seq": k,
+                    "ranks": len(ranks),
+                    "last_rank": ranks[last],
+                    "first_arrival_us": float(times.min()),
+                    "last_arrival_us": float(times[last]),
+                    "caused_us": float(times[last] - np.sort(times)[-2]),
+                    "waited_us": float(waits.sum()),
+                }
+            )
+            other = "kernel" if column == "op" else "op"
+            joins += [
+                {column: calls[r][k][0], other: None, "collective": uid, "rank": r, "wait_us": float(w)}
+                for r, w in zip(ranks, waits)
+            ]
+            k += 1
+    return sum(len(c) - k for c in calls.values())
+
+
+def _calls(ops: pd.DataFrame) -> Calls:
     """Per rank, its collective calls ``(op uid, name, start)`` in start order."""
     names = ops["name"].astype(str)
     c10d = names.str.startswith("c10d::")
     if not c10d.any():
         return {}
     outermost = c10d & ~names.isin(POINT_TO_POINT) & ~ops["parent"].isin(set(ops.loc[c10d, "uid"]))
-    calls: dict[int, list[tuple[str, str, float]]] = {}
+    calls: Calls = {}
     chosen = ops[outermost]
     for uid, name, thread, start in zip(chosen["uid"], chosen["name"], chosen["thread"], chosen["start_us"]):
         found = _RANK.match(str(thread or ""))
@@ -110,3 +144,49 @@ def _calls(ops: pd.DataFrame) -> dict[int, list[tuple[str, str, float]]]:
     for c in calls.values():
         c.sort(key=lambda call: (call[2], call[0]))
     return calls
+
+
+def _ranks(tf: TraceFrames) -> list[int]:
+    """Every rank of the trace (of its threads and devices)."""
+    names = pd.concat([tf.ops["thread"].dropna().astype(str), tf.devices["name"].dropna().astype(str)])
+    return sorted(set(rank_of(names).tolist()))
+
+
+def _kernel_calls(tf: TraceFrames) -> dict[str, tuple[list[int] | None, Calls]]:
+    """Per process group (``""``: not recorded), its ranks (when recorded)
+    and each rank's collective NCCL kernels in start order."""
+    k = tf.kernels
+    comm = k[(k["kind"] == "communication") & k["collective"].notna()]
+    comm = comm[~comm["collective"].astype(str).str.lower().isin(POINT_TO_POINT_KERNELS)]
+    if comm.empty:
+        return {}
+    device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
+    stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
+    ranks = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in comm["stream"].tolist()]))
+    out: dict[str, tuple[list[int] | None, Calls]] = {}
+    for uid, name, group, members, start, rank in zip(
+        comm["uid"], comm["collective"], comm["process_group"], comm["group_ranks"], comm["start_us"], ranks.tolist()
+    ):
+        if pd.isna(start):
+            continue
+        key = str(group) if isinstance(group, str) else ""
+        entry = out.setdefault(key, (_group_ranks(members), {}))
+        entry[1].setdefault(int(rank), []).append((str(uid), str(name), float(start)))
+    for _, calls in out.values():
+        for c in calls.values():
+            c.sort(key=lambda call: (call[2], call[0]))
+    return out
+
+
+def _group_ranks(text: object) -> list[int] | None:
+    """``"[0, 1, 2, 3]"`` as ranks; None when absent or cut short (PyTorch
+    writes ``[0, 1, ..., 29, ...]`` for groups past 30 ranks)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        ranks = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+        return None
+    return sorted(ranks)

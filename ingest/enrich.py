@@ -43,7 +43,9 @@ from tracegraph.errors import DependencyCycle
 from tracegraph.facts import Fact
 from tracegraph.ingest.collectives import join_collectives
 from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.intervals import covered, union_intervals
 from tracegraph.ingest.observed_path import observed_path
+from tracegraph.ingest.ranks import rank_overlap
 
 # A property value of the Trace node (None: left out when stored).
 TraceProp = str | int | float | bool | None
@@ -69,8 +71,9 @@ def enrich(tf: TraceFrames) -> Summary:
     _stream_busy(tf)
     _copy_exposure(tf)
     _degrees(tf)
-    summary.props.update(observed_path(tf))
     summary.props.update(join_collectives(tf))
+    summary.props[Fact.COMMUNICATION.flag] = rank_overlap(tf)
+    summary.props.update(observed_path(tf))
     summary.props.update(_facts(tf))
     tf.check_enriched()
     return summary
@@ -262,48 +265,6 @@ def _stream_order(tf: TraceFrames) -> None:
     gap = (next_start - busy_until).clip(lower=0)
     k.loc[ordered.index, "next_kernel"] = nxt.where(nxt.notna(), None)
     k.loc[ordered.index, "gap_after_us"] = gap.where(nxt.notna(), None)
-
-
-def union_intervals(
-    starts: npt.ArrayLike, ends: npt.ArrayLike
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The union of intervals ``[start, end)`` as sorted, disjoint segments
-    (intervals that touch or overlap merge; NaN intervals are ignored)."""
-    starts_a = np.asarray(starts, dtype=float)
-    ends_a = np.asarray(ends, dtype=float)
-    keep = ~(np.isnan(starts_a) | np.isnan(ends_a))
-    starts_a, ends_a = starts_a[keep], np.maximum(ends_a[keep], starts_a[keep])
-    if len(starts_a) == 0:
-        return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts_a, kind="stable")
-    s, e = starts_a[order], ends_a[order]
-    running = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > running[:-1]
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
-
-
-def covered(
-    seg_starts: npt.ArrayLike, seg_ends: npt.ArrayLike, starts: npt.ArrayLike, ends: npt.ArrayLike
-) -> npt.NDArray[np.float64]:
-    """For each interval ``[start, end)``, how much of it the disjoint sorted
-    segments cover."""
-    seg_starts_a = np.asarray(seg_starts, dtype=float)
-    seg_ends_a = np.asarray(seg_ends, dtype=float)
-    starts_a = np.asarray(starts, dtype=float)
-    ends_a = np.asarray(ends, dtype=float)
-    if len(seg_starts_a) == 0:
-        return np.zeros(len(starts_a))
-    lengths = seg_ends_a - seg_starts_a
-    before = np.concatenate([[0.0], np.cumsum(lengths)])  # covered length before segment i
-
-    def upto(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:  # covered length in (-inf, x]
-        i = np.searchsorted(seg_starts_a, x, side="right") - 1
-        inside = np.clip(x - seg_starts_a[np.maximum(i, 0)], 0.0, lengths[np.maximum(i, 0)])
-        return np.where(i < 0, 0.0, before[np.maximum(i, 0)] + inside)
-
-    return np.maximum(upto(ends_a) - upto(starts_a), 0.0)
 
 
 def _degrees(tf: TraceFrames) -> None:

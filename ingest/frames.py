@@ -109,6 +109,8 @@ class TraceFrames:
     # enrichment (:mod:`collectives`), None before.
     collectives: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
     joins: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
+    # Per rank, communication against computation (:mod:`ranks`), None before.
+    ranks: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
     # The dependency DAG over every op, kept by the cycle check for
     # enrichment (which reuses it when its ops are the DAG's).
     dag: Dag | None = field(default=None, init=False, repr=False, compare=False)

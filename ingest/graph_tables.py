@@ -60,6 +60,7 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
     deps = tf.deps
     syncs = tf.syncs
     nxt = tf.observed_next
+    joins = tf.joins if tf.joins is not None else empty(schema.TABLE["joins"].names())
     if nxt is None:
         nxt = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
     return {
@@ -81,7 +82,10 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
         ),
         "timelines": _timelines(tf.allocators),
         "collectives": tf.collectives if tf.collectives is not None else empty(schema.TABLE["collectives"].names()),
-        "joins": tf.joins if tf.joins is not None else empty(schema.TABLE["joins"].names()),
+        "ranks": tf.ranks if tf.ranks is not None else empty(schema.TABLE["ranks"].names()),
+        # one table per JOINS start label: a relationship table is one frame
+        "op_joins": joins[joins["op"].notna()],
+        "kernel_joins": joins[joins["kernel"].notna()],
         "consumes": tf.consumes,
         "data_deps": deps[deps["kind"] == "data"],
         "control_deps": deps[deps["kind"] == "control"],

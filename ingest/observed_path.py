@@ -179,9 +179,12 @@ class _Graph:
         ]
         self.kernel_resource = _kernel_resources(tf, self.kernel_rows)
         self.kernel_kind = [_KERNEL_KIND.get(k, "kernel") for k in kernels["kind"].iloc[self.kernel_rows]]
+        # Collectives joined across ranks (see _collective_edges).
+        self._join_collectives(tf)
         self._host_edges(tf, uids, threads)
         self._dep_edges(tf)
         self._kernel_edges(tf)
+        self._collective_edges()
 
     # --- host side ---
 
@@ -212,7 +215,7 @@ class _Graph:
             for _, _, c in sorted(children.get(e, ())):
                 self.e.add(prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e)
                 prev = 2 * c + 1
-            last = 0.0 if kind == "sync" else max(0.0, t[2 * e + 1] - t[prev])
+            last = 0.0 if kind == "sync" or e in self.waiting else max(0.0, t[2 * e + 1] - t[prev])
             self.e.add(prev, 2 * e + 1, last, kind, e)
         for items in top.values():
             items.sort()
@@ -220,7 +223,9 @@ class _Graph:
             elems = [k[2] for k, _ in items]
             if threaded:
                 for a, b in itertools.pairwise(elems):
-                    self.e.add(2 * a + 1, 2 * b, 0.0, "idle", b)
+                    # the last rank's time before its collective call held every other rank up
+                    late = max(0.0, t[2 * b] - t[2 * a + 1]) if b in self.late else 0.0
+                    self.e.add(2 * a + 1, 2 * b, late, "idle", b)
             else:
                 ends = np.array([t[2 * a + 1] for a in elems])
                 order = np.argsort(ends, kind="stable")
@@ -263,7 +268,8 @@ class _Graph:
         last: dict[str, int] = {}
         for i in order:
             e = n_ops + i
-            self.e.add(2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e)
+            body = 0.0 if e in self.waiting else max(0.0, t[2 * e + 1] - t[2 * e])
+            self.e.add(2 * e, 2 * e + 1, body, self.kernel_kind[i], e)
             prev = last.get(streams[i])
             sync_ends = [t[2 * w + 1] for w in waits.get(e, ())]
             op = self.op_element.get(launch[i])
@@ -282,6 +288,78 @@ class _Graph:
                 )
                 self.e.add(2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, "idle", e)
             last[streams[i]] = e
+
+    # --- across ranks ---
+
+    def _join_collectives(self, tf: TraceFrames) -> None:
+        """Read the collectives joined across ranks (``tf.joins``): per
+        collective, the last arrival's element and its other members'
+        elements; which calls wait (their body up to the end weighs 0) and
+        which host calls came last (the idle time before them counts)."""
+        self.collectives: list[tuple[int, list[int]]] = []
+        self.waiting: set[int] = set()
+        self.late: set[int] = set()
+        joins = tf.joins
+        if joins is None or joins.empty:
+            return
+        members: dict[str, list[tuple[float, int, int]]] = {}
+        for op, kernel, coll, rank, wait in zip(
+            joins["op"], joins["kernel"], joins["collective"], joins["rank"], joins["wait_us"]
+        ):
+            e = self.kernel_element.get(kernel) if isinstance(kernel, str) else self.op_element.get(op)
+            if e is not None:
+                members.setdefault(str(coll), []).append((float(wait), int(rank), e))
+        t = self.t
+        for found in members.values():
+            if len(found) < 2:
+                continue
+            found.sort()
+            last = found[0][2]  # wait 0: the last arrival (the lowest rank on a tie)
+            arrival = t[2 * last]
+            others = [e for _, _, e in found[1:]]
+            self.collectives.append((last, others))
+            self.waiting.update(e for e in others if t[2 * e + 1] > arrival)
+            if last < self.n_ops and arrival > max(t[2 * e] for e in others):
+                self.late.add(last)
+
+    def _collective_edges(self) -> None:
+        """A collective completes on no rank before its last rank arrives.
+        A call still running at that arrival (an NCCL kernel, a blocking
+        call) ends after it: the last call's start -> its end, weight = the
+        time from the arrival to the end. A host call that returned before
+        (torch.distributed's calls return once the work is queued; the
+        thread waits later, outside any op) is followed by the first op of
+        its thread to start after both the arrival and its return: the last
+        call's start -> that op's start, weight = the time from the arrival.
+        The last rank's own call is followed the same way."""
+        t = self.t
+        after = self._thread_starts()
+        for last, others in self.collectives:
+            arrival = t[2 * last]
+            for e in [last, *others]:
+                if e in self.waiting:
+                    self.e.add(2 * last, 2 * e + 1, max(0.0, t[2 * e + 1] - arrival), "communication", e)
+                elif e < self.n_ops:
+                    starts, elems = after.get(self.resource[e], (None, None))
+                    if starts is None or elems is None:
+                        continue
+                    i = int(np.searchsorted(starts, max(arrival, t[2 * e + 1]), side="left"))
+                    if i < len(elems):
+                        b = int(elems[i])
+                        self.e.add(2 * last, 2 * b, max(0.0, t[2 * b] - arrival), "communication", e)
+
+    def _thread_starts(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per thread (resource), its path ops' starts ascending and their elements."""
+        by: dict[str, list[int]] = {}
+        for e in range(self.n_ops):
+            by.setdefault(self.resource[e], []).append(e)
+        out = {}
+        for res, elems in by.items():
+            arr = np.asarray(elems, dtype=np.int64)
+            starts = self.t[2 * arr]
+            order = np.argsort(starts, kind="stable")
+            out[res] = (starts[order], arr[order])
+        return out
 
     # --- the pass ---
 

@@ -20,7 +20,8 @@ import pytest
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.run import run_analysis
 
-DATA = Path(__file__).resolve().parent / "data" / "pytorch_dist"
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "pytorch_dist"
 P2P = {"c10d::send", "c10d::recv_", "c10d::recv_any_source_"}
 
 
@@ -143,3 +144,58 @@ def test_one_rank_has_no_collectives(graph):
     assert (facts["has_collectives"], facts["collectives"]) == (False, 0)
     res = run_analysis(graph, "stragglers", "dist-one")
     assert res.rows == [] and res.note.startswith("not available: the trace has no collectives")
+
+
+def sleep_before_first_call(path: Path) -> float:
+    """From the raw JSON of one rank: the idle time on the thread of its
+    first collective call between the end of the last op before the call
+    (``cpu_op`` events ending at or before its start) and the call (us)."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    spans = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    call = min((e for e in spans if e["name"] == "c10d::allreduce_"), key=lambda e: e["ts"])
+    before = [e["ts"] + e["dur"] for e in spans if e["tid"] == call["tid"] and e["ts"] + e["dur"] <= call["ts"]]
+    return call["ts"] - max(before)
+
+
+def test_job_critical_path_crosses_to_the_rank_everyone_waited_for(jobs):
+    """The straggler's sleep is on the path (counted: every other rank waited
+    for it), and the path crosses to another rank at that collective."""
+    sleep = sleep_before_first_call(rank_files("straggler")[2])
+    assert sleep == pytest.approx(80_000, rel=0.10)
+    path = run_analysis(jobs, "observed-critical-path", "dist-straggler")
+    seg = [dict(zip(path.columns, r)) for r in path.rows]
+    on_sleep = [s for s in seg if s["resource"].startswith("rank2/") and s["kind"] == "idle" and s["dur_us"] > 1000]
+    assert len(on_sleep) == 1 and on_sleep[0]["counted"] is True
+    assert on_sleep[0]["dur_us"] == pytest.approx(sleep, abs=0.01)
+    assert on_sleep[0]["event"] == "c10d::allreduce_"  # the idle gap leads to rank 2's call
+
+    legs = [
+        dict(zip(r.columns, row)) for r in [run_analysis(jobs, "job-critical-path", "dist-straggler")] for row in r.rows
+    ]
+    first_cross = next(i for i, leg in enumerate(legs) if leg["rank"] != legs[0]["rank"])
+    assert legs[first_cross - 1]["rank"] == 2
+    assert legs[first_cross - 1]["end_us"] == pytest.approx(on_sleep[0]["start_us"] + sleep, abs=0.01)
+    assert legs[first_cross]["entered_at"] == "c10d::allreduce_"
+    assert legs[first_cross]["start_us"] == pytest.approx(legs[first_cross - 1]["end_us"], abs=0.01)
+    # The legs tile the path: their counted time is its length, every leg after the first entered at a collective.
+    length = jobs.trace_facts("dist-straggler")["observed_path_us"]
+    assert sum(leg["counted_us"] for leg in legs) == pytest.approx(length, abs=0.01)
+    assert sum(leg["segments"] for leg in legs) == len(seg)
+    assert all(leg["entered_at"].startswith("c10d::") for leg in legs[1:])
+    # Nearly nothing on it waits: the straggler's sleep counts, the others' waits are not on it.
+    assert length == pytest.approx(sum(s["dur_us"] for s in seg), rel=0.01)
+
+
+def test_job_critical_path_of_one_rank_is_the_observed_critical_path(graph):
+    ingest(graph, [ROOT / "examples" / "traces" / "pytorch-cnn-cpu.pt.trace.json.gz"], "one-rank")
+    path = run_analysis(graph, "observed-critical-path", "one-rank")
+    seg = [dict(zip(path.columns, r)) for r in path.rows]
+    legs = run_analysis(graph, "job-critical-path", "one-rank")
+    assert len(legs.rows) == 1
+    leg = dict(zip(legs.columns, legs.rows[0]))
+    assert (leg["leg"], leg["rank"], leg["entered_at"], leg["segments"]) == (0, None, seg[0]["event"], len(seg))
+    assert leg["start_us"] == pytest.approx(seg[0]["start_us"])
+    assert leg["end_us"] == pytest.approx(seg[-1]["start_us"] + seg[-1]["dur_us"])
+    counted = sum(s["dur_us"] for s in seg if s["counted"])
+    assert leg["counted_us"] == pytest.approx(counted)
+    assert leg["counted_us"] == pytest.approx(graph.trace_facts("one-rank")["observed_path_us"])

@@ -58,6 +58,7 @@ TRACES = {
     "par-xplane-keras": [ROOT / "tests" / "data" / "xplane" / "keras_cnn_train.xplane.pb.gz"],
     "par-xplane-jax-scan": [ROOT / "tests" / "data" / "xplane" / "jax_scan.xplane.pb.gz"],
     "par-dist-straggler": sorted((ROOT / "tests" / "data" / "pytorch_dist").glob("straggler.rank*.json.gz")),
+    "par-nccl-dlrm": sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz")),
 }
 
 

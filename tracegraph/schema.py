@@ -218,6 +218,13 @@ TABLES: tuple[Table, ...] = (
             _c("kind", "str", "`compute` / `memcpy` / `memset` / `communication` (NCCL)"),
             _c("bytes", "int", "bytes copied or set (copies and memsets)"),
             _c("direction", "str", "copy direction (`HtoD`, `DtoH`, `DtoD`, ...)"),
+            _c(
+                "collective",
+                "str",
+                "NCCL kernels: the collective (`Collective name`, else from the kernel name: `AllReduce`, `SendRecv`)",
+            ),
+            _c("process_group", "str", "NCCL kernels: its process group's name (`Process Group Name`), when recorded"),
+            _c("group_ranks", "str", "NCCL kernels: its process group's ranks (`Process Group Ranks`), when recorded"),
             _c("launch", "str", "uid of the runtime call that issued it (PyTorch)", stored=False),
             _c("op_name", "str", "its op's name", STORE),
             _c("stream_name", "str", "its stream's name", STORE),
@@ -270,9 +277,15 @@ TABLES: tuple[Table, ...] = (
         "Collective",
         "collective (all-reduce, barrier, ...) of a multi-rank job, joined across its ranks",
         (
-            _c("uid", "str", "`coll:<seq>`", ENRICH),
-            _c("name", "str", "the call (`c10d::allreduce_`, `c10d::barrier`, ...)", ENRICH),
-            _c("seq", "int", "its place among the job's collectives, 0-based, in call order", ENRICH),
+            _c("uid", "str", "`coll:<seq>`, `coll:<process group>:<seq>` for a recorded process group", ENRICH),
+            _c(
+                "name",
+                "str",
+                "the call (`c10d::allreduce_`, `c10d::barrier`, ...; NCCL: `AllReduce`, `allreduce`, ...)",
+                ENRICH,
+            ),
+            _c("process_group", "str", "NCCL: its process group's name, when recorded", ENRICH),
+            _c("seq", "int", "its place among its group's collectives, 0-based, in call order", ENRICH),
             _c("ranks", "int", "ranks that joined it", ENRICH),
             _c("last_rank", "int", "the rank that called it last (the lowest such rank on a tie)", ENRICH),
             _c("first_arrival_us", "float", "the earliest rank's call start", ENRICH),
@@ -287,11 +300,28 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "ranks",
+        "Rank",
+        "rank of a job (0 for a trace of one rank), made for traces with communication",
+        (
+            _c("uid", "str", "`rank:<rank>`", ENRICH),
+            _c("rank", "int", "the rank (the `rank<r>/` prefix of its threads and devices)", ENRICH),
+            _c(
+                "mode", "str", "`gpu`: measured on its kernels; `cpu`: on its host ops (a rank without kernels)", ENRICH
+            ),
+            _c("comm_us", "float", "length of the union of its communication intervals", ENRICH),
+            _c("compute_us", "float", "length of the union of its computation intervals", ENRICH),
+            _c("overlap_us", "float", "time in both at once", ENRICH),
+            _c("exposed_comm_us", "float", "comm_us - overlap_us: communication with no computation beside it", ENRICH),
+        ),
+    ),
+    Table(
         "joins",
         None,
         "a rank's call of a collective",
         (
-            _c("op", "str", "uid of the rank's call (its outermost `c10d::` op)", ENRICH),
+            _c("op", "str", "uid of the rank's call when it is a host op (its outermost `c10d::` op)", ENRICH),
+            _c("kernel", "str", "uid of the rank's call when it is a device kernel (NCCL)", ENRICH),
             _c("collective", "str", "uid of the collective", ENRICH),
             _c("rank", "int", "the rank", ENRICH),
             _c("wait_us", "float", "last arrival - this call's start: how long the rank waited for the others", ENRICH),
@@ -438,15 +468,18 @@ RELATIONSHIPS: tuple[Relationship, ...] = (
         "src",
         "the kernel (held back by `cudaStreamWaitEvent`) started only after the other ended",
     ),
-    _r(
-        "JOINS",
-        "Op",
-        "Collective",
-        "joins",
-        "op",
-        "collective",
-        "a rank's call of the collective; `rank`, and `wait_us` it waited for the last rank",
-        ("rank", "wait_us"),
+    *(
+        _r(
+            "JOINS",
+            label,
+            "Collective",
+            f"{column}_joins",
+            column,
+            "collective",
+            f"a rank's call of the collective ({what}); `rank`, and `wait_us` it waited for the last rank",
+            ("rank", "wait_us"),
+        )
+        for label, column, what in (("Op", "op", "host side"), ("Kernel", "kernel", "NCCL kernel"))
     ),
     *(
         _r(
@@ -514,6 +547,7 @@ TRACE_PROPERTIES: tuple[Column, ...] = (
     _c("has_copies", "bool", "it has memory copies", ENRICH),
     _c("has_collectives", "bool", "it has collectives joined across ranks", ENRICH),
     _c("collectives", "int", "collectives joined across ranks", ENRICH),
+    _c("has_communication", "bool", "it has communication (NCCL kernels, collective ops): Rank nodes", ENRICH),
     _c(
         "collective_calls_unmatched",
         "int",

@@ -405,6 +405,15 @@ node.Collective {
   caption: '{name}';
 }
 
+node.Rank {
+  diameter: 50px;
+  color: #8DCC93;
+  border-color: #5DB665;
+  text-color-internal: #2A2C34;
+  font-size: 10px;
+  caption: 'rank {rank}';
+}
+
 node.Allocator {
   diameter: 80px;
   color: #A5202A;

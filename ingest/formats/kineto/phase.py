@@ -4,7 +4,7 @@ Kineto records no phase, but the profiler's own names say it: the autograd
 engine wraps backward work in ``autograd::engine::evaluate_function: ...``
 (and backward nodes are named ``*Backward*``), ``torch.optim`` wraps its
 work in ``Optimizer.step#...`` / ``Optimizer.zero_grad#...`` annotations,
-collectives go through ``c10d::`` / ``nccl:`` ops and NCCL kernels. An op
+collectives go through ``c10d::`` / ``nccl:`` / ``gloo:`` ops and NCCL kernels. An op
 takes the phase its own name gives, else its parent's (so everything inside
 ``optimizer.step()`` is optimizer work), else ``forward``; the
 ``ProfilerStep#N`` annotation itself is ``other`` and passes nothing down.
@@ -20,7 +20,7 @@ import re
 from tracegraph.ingest.frames import TraceFrames
 
 _COMMUNICATION = re.compile(
-    r"nccl|c10d::|record_param_comms|allreduce|all_reduce|all_gather|allgather|reduce_scatter|alltoall|"
+    r"nccl|gloo:|c10d::|record_param_comms|allreduce|all_reduce|all_gather|allgather|reduce_scatter|alltoall|"
     r"broadcast_|ProcessGroup",
     re.IGNORECASE,
 )

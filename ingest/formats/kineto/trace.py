@@ -31,7 +31,11 @@ What becomes what:
   Kind: ``memcpy`` (with ``bytes`` and ``direction`` = the word after
   ``Memcpy`` in the name: HtoD, DtoH, DtoD, ...), ``memset`` (with
   ``bytes``), ``communication`` (NCCL: the name starts with ``nccl`` or
-  contains ``ncclKernel``/``ncclDevKernel``), else ``compute``.
+  contains ``ncclKernel``/``ncclDevKernel``; with ``collective`` from
+  ``args["Collective name"]``, else the word after ``ncclKernel_`` /
+  ``ncclDevKernel_`` in the name, and ``process_group`` / ``group_ranks``
+  from ``Process Group Name`` / ``Process Group Ranks`` when recorded),
+  else ``compute``.
 * A device event is joined to the runtime call that issued it by
   ``args.correlation`` (per rank), or, when it has none, by the ``ac2g``
   flow whose end is on it. That call is the kernel's ``launch``; the op
@@ -162,6 +166,25 @@ BLOCKING_CALLS = frozenset(
     }
 )
 _COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel")
+# ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...)
+_NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+
+
+def _collective_fields(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """An NCCL kernel's collective, process group and its ranks: the
+    metadata newer PyTorch records on the kernel, else the collective from
+    the kernel's name (``Generic`` kernels of ROCm name none)."""
+    found = _NCCL_COLLECTIVE.search(name)
+    collective = args.get("Collective name") or (found[1] if found else None)
+    group = args.get("Process Group Name")
+    ranks = args.get("Process Group Ranks")
+    return {
+        "collective": str(collective) if collective is not None else None,
+        "process_group": str(group) if group is not None else None,
+        "group_ranks": str(ranks) if ranks is not None else None,
+    }
+
+
 _COPY_DIRECTION = re.compile(r"Memcpy\s+(\w+)")
 # Args kept in an op's attrs (the rest, e.g. strides and concrete inputs, is bulk).
 _KEPT_ARGS = (
@@ -524,6 +547,7 @@ class _Assemble:
                     "kind": kind,
                     "bytes": _int_or_none(nbytes),
                     "direction": direction,
+                    **(_collective_fields(name, args) if kind == "communication" else {}),
                     "launch": launch,
                 }
             )

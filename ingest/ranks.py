@@ -1,0 +1,90 @@
+"""Per rank of a job: time in communication, in computation, and both at
+once (the ``Rank`` nodes behind ``comm-compute-overlap``).
+
+Communication hidden behind computation costs the step nothing; exposed
+communication is time the rank did nothing else. The shares are interval
+arithmetic over the whole trace, done here once (Cypher does running
+unions badly).
+
+A rank is the ``rank<r>/`` prefix of an op's thread or of a device's name
+(several rank files ingested as one trace); a trace of one rank is rank 0.
+A rank with device kernels is measured on its devices (``mode`` gpu):
+communication = its NCCL kernels (kind ``communication``), computation =
+its compute kernels (copies and memsets are neither). A rank without
+kernels is measured on its host (``mode`` cpu): communication = its ops of
+phase ``communication`` (``c10d::`` calls, ``gloo:`` / ``nccl:`` regions,
+``record_param_comms``), computation = its other ops that do work (role
+``op``: not annotations, runtime or blocking calls). Each side is the union
+of its intervals (overlapping ones count once), so threads and streams
+working at once count once.
+
+Ranks are made only for traces with communication (the ``communication``
+fact); other traces have nothing to overlap.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracegraph import schema
+from tracegraph.ingest.formats.kit import Role
+from tracegraph.ingest.frames import Row, TraceFrames, frame
+from tracegraph.ingest.intervals import covered, union_intervals
+
+_RANK = re.compile(r"^rank(\d+)/")
+RANK_COLUMNS = schema.TABLE["ranks"].names()
+
+
+def rank_of(names: pd.Series) -> np.ndarray:
+    """The rank of each thread or device name: its ``rank<r>/`` prefix, else 0."""
+    found = names.astype(str).str.extract(_RANK, expand=False)
+    return pd.to_numeric(found, errors="coerce").fillna(0).astype(np.int64).to_numpy()
+
+
+def rank_overlap(tf: TraceFrames) -> bool:
+    """Set ``tf.ranks``; whether the trace has communication."""
+    ops, kernels = tf.ops, tf.kernels
+    device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
+    stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
+    k_rank = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in kernels["stream"].tolist()]))
+    thread = ops["thread"].where(ops["thread"].notna(), ops["device"].map(device_name))
+    o_rank = rank_of(thread.fillna(""))
+    k_start = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
+    k_end = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
+    o_start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
+    o_end = pd.to_numeric(ops["end_us"], errors="coerce").to_numpy(float)
+    k_comm = (kernels["kind"] == "communication").to_numpy()
+    k_compute = (kernels["kind"] == "compute").to_numpy()
+    o_comm = (ops["phase"] == "communication").to_numpy()
+    o_work = (ops["role"].fillna(Role.OP.value) == Role.OP.value).to_numpy() & ~o_comm
+    o_work &= ops["executed"].fillna(True).astype(bool).to_numpy()
+    rows: list[Row] = []
+    if (k_comm.any() or o_comm.any()) and tf.time_unit == "us":
+        for rank in sorted(set(o_rank.tolist()) | set(k_rank.tolist())):
+            on_gpu = bool((k_rank == rank).any())
+            if on_gpu:
+                mine = k_rank == rank
+                comm = union_intervals(k_start[mine & k_comm], k_end[mine & k_comm])
+                work = union_intervals(k_start[mine & k_compute], k_end[mine & k_compute])
+            else:
+                mine = o_rank == rank
+                comm = union_intervals(o_start[mine & o_comm], o_end[mine & o_comm])
+                work = union_intervals(o_start[mine & o_work], o_end[mine & o_work])
+            comm_us = float((comm[1] - comm[0]).sum())
+            overlap_us = float(covered(work[0], work[1], comm[0], comm[1]).sum())
+            rows.append(
+                {
+                    "uid": f"rank:{rank}",
+                    "rank": rank,
+                    "mode": "gpu" if on_gpu else "cpu",
+                    "comm_us": comm_us,
+                    "compute_us": float((work[1] - work[0]).sum()),
+                    "overlap_us": overlap_us,
+                    "exposed_comm_us": max(0.0, comm_us - overlap_us),
+                }
+            )
+    tf.ranks = frame(rows, RANK_COLUMNS)
+    return bool(rows)
