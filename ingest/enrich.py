@@ -45,7 +45,7 @@ from tracegraph.ingest.collectives import join_collectives
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.intervals import covered, union_intervals
 from tracegraph.ingest.observed_path import observed_path
-from tracegraph.ingest.ranks import rank_overlap
+from tracegraph.ingest.ranks import rank_table
 
 # A property value of the Trace node (None: left out when stored).
 TraceProp = str | int | float | bool | None
@@ -72,7 +72,7 @@ def enrich(tf: TraceFrames) -> Summary:
     _copy_exposure(tf)
     _degrees(tf)
     summary.props.update(join_collectives(tf))
-    summary.props[Fact.COMMUNICATION.flag] = rank_overlap(tf)
+    summary.props[Fact.COMMUNICATION.flag] = rank_table(tf)
     summary.props.update(observed_path(tf))
     summary.props.update(_facts(tf))
     tf.check_enriched()

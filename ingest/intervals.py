@@ -49,3 +49,25 @@ def covered(
         return np.where(i < 0, 0.0, before[np.maximum(i, 0)] + inside)
 
     return np.maximum(upto(ends_a) - upto(starts_a), 0.0)
+
+
+def inside(
+    seg_starts: npt.NDArray[np.float64], seg_ends: npt.NDArray[np.float64], x: npt.NDArray[np.float64]
+) -> npt.NDArray[np.bool_]:
+    """Whether each point of ``x`` lies in one of the disjoint sorted segments."""
+    if len(seg_starts) == 0:
+        return np.zeros(len(x), dtype=bool)
+    i = np.searchsorted(seg_starts, x, side="right") - 1
+    return (i >= 0) & (x < seg_ends[np.maximum(i, 0)])
+
+
+def pieces(
+    *sets: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The elementary pieces every boundary of the segment sets cuts the line
+    into: each piece's midpoint and length (a piece lies wholly inside or
+    wholly outside each set)."""
+    points = np.unique(np.concatenate([np.concatenate([s, e]) for s, e in sets] or [np.zeros(0)]))
+    if len(points) < 2:
+        return np.zeros(0), np.zeros(0)
+    return (points[:-1] + points[1:]) / 2, np.diff(points)

@@ -18,8 +18,10 @@ phase ``communication`` (``c10d::`` calls, ``gloo:`` / ``nccl:`` regions,
 of its intervals (overlapping ones count once), so threads and streams
 working at once count once.
 
-Ranks are made only for traces with communication (the ``communication``
-fact); other traces have nothing to overlap.
+Every trace with times gets its ranks (steps for traces timed in steps); ``comm-compute-overlap``
+answers only for traces with communication (the ``communication`` fact).
+Each rank also lists its lanes' idle time by cause (:mod:`idle`): its
+streams when it has kernels, else its host threads.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tracegraph import schema
+from tracegraph.ingest import idle
 from tracegraph.ingest.formats.kit import Role
 from tracegraph.ingest.frames import Row, TraceFrames, frame
 from tracegraph.ingest.intervals import covered, union_intervals
@@ -44,14 +47,18 @@ def rank_of(names: pd.Series) -> np.ndarray:
     return pd.to_numeric(found, errors="coerce").fillna(0).astype(np.int64).to_numpy()
 
 
-def rank_overlap(tf: TraceFrames) -> bool:
-    """Set ``tf.ranks``; whether the trace has communication."""
+def rank_table(tf: TraceFrames) -> bool:
+    """Set ``tf.ranks`` (a row per rank of a trace with times);
+    whether the trace has communication."""
     ops, kernels = tf.ops, tf.kernels
     device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
     stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
     k_rank = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in kernels["stream"].tolist()]))
-    thread = ops["thread"].where(ops["thread"].notna(), ops["device"].map(device_name))
-    o_rank = rank_of(thread.fillna(""))
+    lane = [
+        t if isinstance(t, str) else str(device_name.get(d, d) if isinstance(d, str) else "host")
+        for t, d in zip(ops["thread"].tolist(), ops["device"].tolist())
+    ]
+    o_rank = rank_of(pd.Series(lane, dtype=object))
     k_start = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
     k_end = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
     o_start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
@@ -61,18 +68,31 @@ def rank_overlap(tf: TraceFrames) -> bool:
     o_comm = (ops["phase"] == "communication").to_numpy()
     o_work = (ops["role"].fillna(Role.OP.value) == Role.OP.value).to_numpy() & ~o_comm
     o_work &= ops["executed"].fillna(True).astype(bool).to_numpy()
+    waits = _waits(tf)
+    stream_label = {
+        uid: f"{device_name.get(dev, '')}/{name}"
+        for uid, dev, name in zip(
+            tf.streams["uid"].tolist(), tf.streams["device"].tolist(), tf.streams["name"].tolist()
+        )
+    }
+    streams = idle.stream_lanes(tf, stream_label, waits) if len(kernels) else {}
+    stream_rank = dict(zip(kernels["stream"].tolist(), k_rank.tolist()))
     rows: list[Row] = []
-    if (k_comm.any() or o_comm.any()) and tf.time_unit == "us":
+    if tf.time_unit in ("us", "step") and (len(ops) or len(kernels)):
         for rank in sorted(set(o_rank.tolist()) | set(k_rank.tolist())):
             on_gpu = bool((k_rank == rank).any())
             if on_gpu:
                 mine = k_rank == rank
                 comm = union_intervals(k_start[mine & k_comm], k_end[mine & k_comm])
                 work = union_intervals(k_start[mine & k_compute], k_end[mine & k_compute])
+                lanes = [
+                    lane_ for s, lane_ in sorted(streams.items(), key=lambda x: x[1].name) if stream_rank.get(s) == rank
+                ]
             else:
                 mine = o_rank == rank
                 comm = union_intervals(o_start[mine & o_comm], o_end[mine & o_comm])
                 work = union_intervals(o_start[mine & o_work], o_end[mine & o_work])
+                lanes = sorted(idle.thread_lanes(tf, np.flatnonzero(mine), lane, waits).values(), key=lambda x: x.name)
             comm_us = float((comm[1] - comm[0]).sum())
             overlap_us = float(covered(work[0], work[1], comm[0], comm[1]).sum())
             rows.append(
@@ -84,7 +104,32 @@ def rank_overlap(tf: TraceFrames) -> bool:
                     "compute_us": float((work[1] - work[0]).sum()),
                     "overlap_us": overlap_us,
                     "exposed_comm_us": max(0.0, comm_us - overlap_us),
+                    **{column: [getattr(x, field) for x in lanes] or None for column, field in LANE_FIELDS.items()},
                 }
             )
     tf.ranks = frame(rows, RANK_COLUMNS)
-    return bool(rows)
+    return bool(k_comm.any() or o_comm.any()) and bool(rows)
+
+
+# Rank column -> the Lane field it lists, one entry per lane.
+LANE_FIELDS = {
+    "lanes": "name",
+    "lane_kinds": "kind",
+    "lane_window_us": "window_us",
+    "idle_us": "idle_us",
+    "idle_collective_us": "collective_us",
+    "idle_sync_us": "sync_us",
+    "idle_host_us": "host_us",
+    "idle_other_us": "other_us",
+}
+
+
+def _waits(tf: TraceFrames) -> dict[str, float]:
+    """Each joined call's (op or kernel uid) wait for its collective's last rank."""
+    j = tf.joins
+    if j is None or j.empty:
+        return {}
+    out = {}
+    for op, kernel, wait in zip(j["op"].tolist(), j["kernel"].tolist(), j["wait_us"].tolist()):
+        out[kernel if isinstance(kernel, str) else op] = float(wait)
+    return out

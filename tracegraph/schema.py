@@ -302,7 +302,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "ranks",
         "Rank",
-        "rank of a job (0 for a trace of one rank), made for traces with communication",
+        "rank of a job (0 for a trace of one rank), for traces with times",
         (
             _c("uid", "str", "`rank:<rank>`", ENRICH),
             _c("rank", "int", "the rank (the `rank<r>/` prefix of its threads and devices)", ENRICH),
@@ -313,6 +313,14 @@ TABLES: tuple[Table, ...] = (
             _c("compute_us", "float", "length of the union of its computation intervals", ENRICH),
             _c("overlap_us", "float", "time in both at once", ENRICH),
             _c("exposed_comm_us", "float", "comm_us - overlap_us: communication with no computation beside it", ENRICH),
+            _c("lanes", "list[str]", "its lanes: device streams (`rank0/cuda:0/stream:7`), else host threads", ENRICH),
+            _c("lane_kinds", "list[str]", "per lane: `stream` / `thread`", ENRICH),
+            _c("lane_window_us", "list[float]", "per lane: its first event's start to its last event's end", ENRICH),
+            _c("idle_us", "list[float]", "per lane: the window minus its work (see `idle-breakdown`)", ENRICH),
+            _c("idle_collective_us", "list[float]", "per lane: idle waiting for another rank in a collective", ENRICH),
+            _c("idle_sync_us", "list[float]", "per lane: idle waiting on a synchronization", ENRICH),
+            _c("idle_host_us", "list[float]", "per lane: idle waiting for the host to launch (streams)", ENRICH),
+            _c("idle_other_us", "list[float]", "per lane: the rest of its idle time", ENRICH),
         ),
     ),
     Table(
