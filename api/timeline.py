@@ -32,6 +32,7 @@ never guesses from names.
 from __future__ import annotations
 
 import heapq
+import re
 import sys
 import threading
 from collections import OrderedDict
@@ -66,6 +67,7 @@ STREAM_COLUMNS: dict[str, type] = {
     "kind": str,
 }
 TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
+_RANK_PREFIX = re.compile(r"^rank(\d+)/")
 
 
 class TimelineRows(NamedTuple):
@@ -162,6 +164,12 @@ class TraceTimeline:
         }
 
 
+def _device_order(device: str) -> tuple[int, str]:
+    """Devices by rank first (``rank2/cpu`` before ``rank10/cpu``), then by name."""
+    found = _RANK_PREFIX.match(device)
+    return (int(found[1]), device) if found else (-1, device)
+
+
 def _short_device(device: str | None) -> str:
     d = device or "(no device)"
     return d.split("/", 4)[-1] if d.startswith("/job:") else d
@@ -237,7 +245,7 @@ def build(
             (float(s), float(e), name, kind or "kernel", op or "")
         )
     t_min, t_max = np.inf, -np.inf
-    for device in sorted(set(ops_by_device) | set(by_device)):
+    for device in sorted(set(ops_by_device) | set(by_device), key=_device_order):
         short = _short_device(device)
         threads = {
             t: sorted(rows, key=lambda r: (r[0], r[1], r[2])) for t, rows in ops_by_device.get(device, {}).items()
@@ -427,3 +435,71 @@ class TimelineCache:
                 while len(self._items) > self.size:
                     self._items.popitem(last=False)
             return tl
+
+
+# --------------------------------------------------------------- collectives
+
+# A joined call as read_collectives returns it: collective seq, its name,
+# process group, last rank, caused_us, last arrival; the call's rank, wait,
+# name, start, end and whether it is a kernel.
+CollectiveCall = tuple[int, str, str | None, int, float, float, int, float, str, float, float, bool]
+
+
+def read_collectives(graph: Any, trace: str, timeout_ms: int | None = None) -> list[CollectiveCall]:
+    """Every call that JOINS a collective of the trace (none for a trace of one rank)."""
+    out: list[CollectiveCall] = []
+    for label, is_kernel in (("Op", False), ("Kernel", True)):
+        rows = graph.run(
+            f"MATCH (n:{label})-[j:JOINS]->(c:Collective {{trace: $trace}}) "
+            "RETURN c.seq, c.name, c.process_group, c.last_rank, c.caused_us, c.last_arrival_us, "
+            "j.rank, j.wait_us, n.name, n.start_us, n.end_us",
+            trace=trace,
+            timeout_ms=timeout_ms,
+        ).rows
+        out += [(*row, is_kernel) for row in rows]
+    return out
+
+
+def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list[dict[str, Any]]:
+    """Per collective, its calls placed on the timeline's lanes (the lane
+    holding the call's bar: an op lane for a host call, a stream lane for an
+    NCCL kernel), in seq order within each process group."""
+    by_key: dict[tuple[str | None, int], dict[str, Any]] = {}
+    for seq, name, group, last_rank, caused, last_at, rank, wait, call, start, end, is_kernel in calls:
+        c = by_key.setdefault(
+            (group, seq),
+            {
+                "seq": seq,
+                "name": name,
+                "process_group": group,
+                "last_rank": last_rank,
+                "caused_us": caused,
+                "last_arrival_us": last_at,
+                "calls": [],
+            },
+        )
+        c["calls"].append(
+            {
+                "rank": rank,
+                "lane": _lane_of(tl, call, float(start), stream=is_kernel),
+                "start_us": start,
+                "end_us": end,
+                "wait_us": wait,
+            }
+        )
+    out = [by_key[k] for k in sorted(by_key, key=lambda k: (k[0] or "", k[1]))]
+    for c in out:
+        c["calls"].sort(key=lambda x: x["rank"])
+    return out
+
+
+def _lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
+    """The id of the lane whose bar named ``name`` starts at ``start``."""
+    for lane in tl.lanes:
+        if (lane.stream is not None) != stream:
+            continue
+        lo = int(np.searchsorted(lane.start, start, side="left"))
+        hi = int(np.searchsorted(lane.start, start, side="right"))
+        if any(lane.names[j] == name for j in range(lo, hi)):
+            return lane.id
+    return None

@@ -188,6 +188,24 @@ class LaneOut(BaseModel):
     bars: int
 
 
+class CollectiveCallOut(BaseModel):
+    rank: int
+    lane: int | None = Field(description="the lane holding the call's bar (null: not drawn)")
+    start_us: float = Field(description="the call's start: the rank's arrival")
+    end_us: float
+    wait_us: float = Field(description="its wait for the last rank")
+
+
+class CollectiveOut(BaseModel):
+    seq: int
+    name: str
+    process_group: str | None = None
+    last_rank: int = Field(description="the rank that arrived last")
+    caused_us: float = Field(description="the delay the last rank alone caused (see the stragglers analysis)")
+    last_arrival_us: float
+    calls: list[CollectiveCallOut]
+
+
 class TimelineOut(BaseModel):
     trace: str
     time_unit: str | None = None
@@ -200,6 +218,9 @@ class TimelineOut(BaseModel):
     )
     highlight_default: str | None = Field(
         None, description="the first available highlight source (null when none is): what the timeline opens with"
+    )
+    collectives: list[CollectiveOut] = Field(
+        default_factory=list, description="collectives joined across ranks, each call placed on its lane"
     )
 
 
@@ -296,6 +317,11 @@ def timeline_info(trace: str, graph: Graph, settings: AppSettings) -> JSONRespon
     out["note"] = None if tl.lanes else "not available: the trace has no op or kernel times"
     out["highlights"] = trace_highlights(facts)
     out["highlight_default"] = next((h["name"] for h in out["highlights"] if h["available"]), None)
+    out["collectives"] = (
+        tlmod.collective_links(tl, tlmod.read_collectives(graph, trace, settings.query_timeout_ms or None))
+        if facts.get("has_collectives")
+        else []
+    )
     return JSONResponse(out)
 
 

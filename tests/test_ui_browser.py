@@ -22,7 +22,11 @@ critical path (listed as the critical-path analysis, exactly its runs
 red), TF's observed one; top-ops and op-type-breakdown run through the
 form show the API's rows as the table formats them; the graph view draws
 JAX's critical path and an op's neighborhood (added to the path, and on
-its own), and says "not available" for TF. None of these pages logs an
+its own), and says "not available" for TF. The 4-rank gloo job with a
+straggler: the Ranks view shows each job analysis as the API answers it,
+rank 2 marked; the timeline has the ranks one above the other and draws
+each collective's calls on their ranks' lanes (the API's JOINS), the
+waits in the waiting color, the straggler framed. None of these pages logs an
 error or a warning, shows an error box or gets an error answer.
 Screenshots of each view go to tests/artifacts/ui/ (ignored by git).
 Skipped, with the reason, when no Chromium or no Playwright is installed.
@@ -1428,6 +1432,93 @@ def test_xplane_tf_graph_says_not_available(ui, xplane_uploaded, http):
             assert page.locator("#graph-box").inner_html() == ""  # nothing drawn, no error either
             assert page.evaluate("() => window.__tracegraph?.graph ?? null") is None
         shot(page, "28-graph-xplane-tf-not-available")
+
+
+# ---------------------------------------------------------------------------- ranks
+
+DIST = "ddp-ui"
+DIST_FILES = sorted((ROOT / "tests" / "data" / "pytorch_dist").glob("straggler.rank*.json.gz"))
+
+
+@pytest.fixture(scope="module")
+def dist_uploaded(http):
+    """The 4-rank gloo job with a straggler (rank 2), its rank files uploaded at once."""
+    r = http.post("/traces", data={"trace": DIST}, files=[("files", (p.name, p.read_bytes())) for p in DIST_FILES])
+    assert r.status_code in (201, 202), r.text
+    if r.status_code == 202:
+        job = r.json()
+        while job["status"] not in ("done", "failed"):
+            job = http.get(job["url"]).json()
+        assert job["status"] == "done", job
+    return DIST
+
+
+def test_ranks_view_names_the_straggler(ui, dist_uploaded, http):
+    """Every section is its analysis's answer; rank 2 (80 ms late) heads
+    straggler-ranks, marked, and is the straggler of the only collective
+    stragglers names."""
+    page, console, _requests, _responses = ui
+    page.goto(page.url.split("#")[0] + f"#/ranks/{DIST}")
+    page.wait_for_selector("section[data-analysis='job-critical-path'] p.caption")
+    shot(page, "13-ranks")
+    for name in ("straggler-ranks", "stragglers", "comm-compute-overlap", "idle-breakdown", "job-critical-path"):
+        api = http.get(f"/traces/{DIST}/queries/{name}").json()
+        section = page.locator(f"section[data-analysis='{name}']")
+        assert section.locator("p.caption").text_content() == f"{len(api['rows']):,} rows"
+        assert section.locator("tbody tr").count() == len(api["rows"]) > 0, name
+        cells = section.locator("tbody tr").first.locator("td").evaluate_all("tds => tds.map(td => td.textContent)")
+        assert cells[0] == str(api["rows"][0][0]), name
+    assert page.input_value("#ranks-trace") == DIST
+    ranks = page.locator("section[data-analysis='straggler-ranks'] tbody tr")
+    assert ranks.first.locator("td").first.text_content() == "2"
+    assert page.locator("section[data-analysis='straggler-ranks'] tr.straggler").count() == 1
+    assert "straggler" in (ranks.first.get_attribute("class") or "")
+    stragglers = http.get(f"/traces/{DIST}/queries/stragglers").json()
+    assert {r[2] for r in stragglers["rows"]} == {2}
+    assert not [e for e in console.errors if DIST in e]
+
+
+def test_timeline_shows_the_ranks_and_links_their_collectives(ui, dist_uploaded, http):
+    """Ranks one above the other; each collective's calls placed on their
+    ranks' lanes (as the API's JOINS say), the waits drawn in the waiting
+    color on the ranks that waited, the straggler's call framed in the
+    straggler color on rank 2's lane."""
+    page, _console, _requests, _responses = ui
+    page.goto(page.url.split("#")[0] + f"#/timeline/{DIST}")
+    page.wait_for_selector("#timeline-plot[data-ready='1']")
+    page.wait_for_timeout(200)
+    shot(page, "14-timeline-ranks")
+    t = page.evaluate(
+        """() => { const t = window.__tracegraph.timeline;
+        return {lanes: t.lanes, collectives: t.collectives, colors: t.colors}; }"""
+    )
+    lane_rank = [int(re.match(r"rank(\d+)/", lane["name"])[1]) for lane in t["lanes"]]
+    assert lane_rank == sorted(lane_rank) and set(lane_rank) == {0, 1, 2, 3}  # one rank above the next
+    joins = http.post(
+        "/cypher",
+        json={
+            "query": "MATCH (o:Op)-[j:JOINS]->(c:Collective {trace: $trace}) "
+            "RETURN c.seq, j.rank, o.start_us, j.wait_us ORDER BY c.seq, j.rank",
+            "trace": DIST,
+        },
+    ).json()["rows"]
+    drawn = [(c["seq"], k["rank"], k["start_us"], k["wait_us"]) for c in t["collectives"] for k in c["calls"]]
+    assert drawn == [tuple(r) for r in joins] and len(drawn) == 20
+    for c in t["collectives"]:
+        for k in c["calls"]:
+            assert k["lane"] is not None and lane_rank[k["lane"]] == k["rank"]
+    first = t["collectives"][0]
+    assert (first["last_rank"], first["caused_us"] >= 10_000) == (2, True)
+    assert all(c["caused_us"] < 10_000 for c in t["collectives"][1:])
+    pixels = lambda hex_, lane: page.evaluate("([h, l]) => window.__tracegraph.timeline.pixels(h, l)", [hex_, lane])  # noqa: E731
+    by_rank = {k["rank"]: k["lane"] for k in first["calls"]}
+    assert pixels(t["colors"]["straggler"], by_rank[2]) > 0
+    for rank in (0, 1, 3):
+        assert pixels(t["colors"]["waiting"], by_rank[rank]) > 0, rank
+    # Zoomed in on a stretch where no collective runs, nothing of them is drawn.
+    page.evaluate("() => window.__tracegraph.timeline.setView(0, 200)")
+    page.wait_for_timeout(300)
+    assert pixels(t["colors"]["straggler"], None) == 0 and pixels(t["colors"]["waiting"], None) == 0
 
 
 def test_no_console_errors(ui, uploaded):

@@ -20,6 +20,7 @@ import * as graphView from "./views/graph.js";
 import * as analysesView from "./views/analyses.js";
 import * as cypherView from "./views/cypher.js";
 import * as diffView from "./views/diff.js";
+import * as ranksView from "./views/ranks.js";
 
 const VIEWS = {
   traces: { title: "Traces", view: tracesView, perTrace: false },
@@ -29,6 +30,7 @@ const VIEWS = {
   analyses: { title: "Analyses", view: analysesView, perTrace: true },
   cypher: { title: "Cypher", view: cypherView, perTrace: true },
   diff: { title: "Diff", view: diffView, perTrace: true },
+  ranks: { title: "Ranks", view: ranksView, perTrace: true },
 };
 
 const CURRENT = "tracegraph.trace";

@@ -24,7 +24,7 @@ function compare(a, b) {
 }
 
 /** A sortable table of `rows` (arrays) under `columns`; `docs` are header tooltips. */
-export function resultTable(columns, rows, { docs = {}, limit = 5000, onRowClick = null } = {}) {
+export function resultTable(columns, rows, { docs = {}, limit = 5000, onRowClick = null, rowClass = null } = {}) {
   const order = rows.map((_, i) => i);
   let sortCol = -1;
   let dir = 1;
@@ -55,7 +55,8 @@ export function resultTable(columns, rows, { docs = {}, limit = 5000, onRowClick
           "tr",
           {
             onclick: onRowClick ? () => onRowClick(rows[ri]) : null,
-            class: onRowClick ? "clickable" : null,
+            class:
+              [onRowClick ? "clickable" : null, rowClass ? rowClass(rows[ri]) : null].filter(Boolean).join(" ") || null,
           },
           rows[ri].map((v) => el("td", { class: typeof v === "number" ? "num" : null }, cellText(v))),
         ),

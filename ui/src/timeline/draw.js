@@ -23,6 +23,8 @@ export const COLORS = {
   memcpy: "#B261A5", // Stream
   communication: "#2E9E8F",
   highlight: "#E0201B", // CRITICAL_PRED
+  waiting: "#6A5ACD", // a rank waiting in a collective for the last rank
+  straggler: "#E8731A", // the last rank of a collective it held up (stragglers)
   idle: "#FBE3E3",
   opLane: "#F3F5F8",
 };
@@ -108,6 +110,65 @@ export function drawBars(u, { lanes, tMin, tMax, data }) {
     c.fillStyle = COLORS.highlight;
     c.fill(merged.highlight);
     c.fill(single.highlight);
+  }
+  c.restore();
+}
+
+// A collective's last rank is its straggler from this delay on: the stragglers analysis's default min_caused_us.
+export const STRAGGLER_US = 10000;
+
+/**
+ * Collectives joined across ranks (the timeline info's `collectives`), drawn
+ * over the bars: each rank's wait as a line from its call's start to the
+ * last arrival, at mid-height of the call's lane, and a vertical line at
+ * the last arrival through the lanes of all its calls. A collective whose
+ * last rank held the others up by STRAGGLER_US or more draws that line,
+ * and a frame around the last rank's call, in the straggler color.
+ */
+export function drawCollectives(u, { lanes, collectives }) {
+  if (!collectives || !collectives.length) return;
+  const n = lanes.length;
+  const c = u.ctx;
+  const { left, top, width, height } = u.bbox;
+  const xs = (v) => u.valToPos(v, "x", true);
+  const g = laneGeometry(u, n);
+  const mid = (i) => g.top(i) + g.laneH / 2;
+  const px = Math.max(1, devicePixelRatio);
+  c.save();
+  c.beginPath();
+  c.rect(left, top, width, height);
+  c.clip();
+  for (const coll of collectives) {
+    const placed = coll.calls.filter((k) => k.lane !== null && k.lane !== undefined);
+    if (placed.length < 2) continue;
+    const at = xs(coll.last_arrival_us);
+    const lo = Math.min(...placed.map((k) => xs(k.start_us)));
+    if (at < left - 2 || lo > left + width + 2) continue;
+    const straggler = coll.caused_us >= STRAGGLER_US;
+    c.strokeStyle = COLORS.waiting;
+    c.lineWidth = 2 * px;
+    c.beginPath();
+    for (const k of placed) {
+      if (k.wait_us <= 0) continue;
+      c.moveTo(xs(k.start_us), mid(k.lane));
+      c.lineTo(at, mid(k.lane));
+    }
+    c.stroke();
+    const ys = placed.map((k) => mid(k.lane));
+    c.strokeStyle = straggler ? COLORS.straggler : COLORS.waiting;
+    c.lineWidth = (straggler ? 3 : 1) * px;
+    c.beginPath();
+    c.moveTo(at, Math.min(...ys));
+    c.lineTo(at, Math.max(...ys));
+    c.stroke();
+    if (straggler) {
+      const last = placed.find((k) => k.rank === coll.last_rank);
+      if (last) {
+        const a = xs(last.start_us);
+        const w = Math.max(4 * px, xs(last.end_us) - a);
+        c.strokeRect(a - 2 * px, g.barTop(last.lane) - 2 * px, w + 4 * px, g.barH + 4 * px);
+      }
+    }
   }
   c.restore();
 }

@@ -1,5 +1,7 @@
 // Timeline: one lane per device stream (kernels and copies) and op lanes
-// per device; zoom with the wheel, pan by dragging, hover for details.
+// per device; zoom with the wheel, pan by dragging, hover for details. A
+// multi-rank job's ranks come one above the other (the API orders devices
+// by rank), its collectives drawn across them with the straggler marked.
 //
 // This module wires the parts in ../timeline/: the view window (state.js),
 // the windows fetched from the API at screen resolution (data.js), the
@@ -11,12 +13,20 @@ import { enc, getJSON } from "../api.js";
 import { debounce, el, fmtInt } from "../util.js";
 import { createViewState } from "../timeline/state.js";
 import { createOpCache, createWindowSource, perf } from "../timeline/data.js";
-import { COLORS, countPixels, createPlot, drawBars, laneLabels, plotHeight } from "../timeline/draw.js";
+import {
+  COLORS,
+  countPixels,
+  createPlot,
+  drawBars,
+  drawCollectives,
+  laneLabels,
+  plotHeight,
+} from "../timeline/draw.js";
 import { attachMouse, hitTest } from "../timeline/interaction.js";
 import { createHoverCard, describeBar, showSelection } from "../timeline/card.js";
 import { highlightSelect, initialHighlight, rowSpan, showHighlightList } from "../timeline/highlights.js";
 
-function legend() {
+function legend(collectives) {
   const swatch = (color, text, extra = "") => [el("i", { style: `background:${color}${extra}` }), text, " "];
   return el(
     "span.legend",
@@ -27,6 +37,8 @@ function legend() {
     swatch(COLORS.communication, "communication"),
     swatch(COLORS.highlight, "highlighted"),
     swatch(COLORS.idle, "idle stream", "; border:1px solid #e9b"),
+    collectives ? swatch(COLORS.waiting, "waiting for the last rank") : null,
+    collectives ? swatch(COLORS.straggler, "straggler") : null,
     el("i.merged", {}),
     "merged (zoom in)",
   );
@@ -45,6 +57,7 @@ export async function render(root, [trace], query) {
   }
   const lanes = info.lanes;
   const n = lanes.length;
+  const collectives = info.collectives || [];
   const sources = info.highlights || [];
   let highlight = initialHighlight(sources, query.highlight, info.highlight_default);
   let ready = false;
@@ -66,7 +79,7 @@ export async function render(root, [trace], query) {
     el("button", { type: "button", onclick: () => state.zoom(0.5) }, "zoom in"),
     el("button", { type: "button", onclick: () => state.zoom(2) }, "zoom out"),
     el("button", { type: "button", id: "timeline-reset", onclick: () => state.reset() }, "whole trace"),
-    legend(),
+    legend(collectives.length > 0),
     status,
   );
   const plotBox = el("div.timeline-plot#timeline-plot");
@@ -129,6 +142,7 @@ export async function render(root, [trace], query) {
       const t = performance.now();
       const data = source.data();
       drawBars(plot, { lanes, tMin: info.t_min, tMax: info.t_max, data });
+      drawCollectives(plot, { lanes, collectives });
       perf().draws.push(performance.now() - t);
       if (data && !ready) {
         ready = true;
@@ -198,6 +212,7 @@ export async function render(root, [trace], query) {
     view: () => state.get(),
     data: () => source.data(),
     highlight: () => highlight,
+    collectives,
     setView: (min, max) => state.set(min, max),
     /** Page coordinates of the middle of time span [s, e] in lane laneId. */
     point(laneId, s, e) {
