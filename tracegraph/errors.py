@@ -75,6 +75,10 @@ class InputError(UserError):
         loc = f" ({where})" if where else ""
         super().__init__(f"{self.path}{loc}: {what}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str, str]]:
+        # Raised in a worker process (parallel rank files), it is pickled back whole.
+        return (type(self), (self.path, self.what, self.where))
+
 
 class UnknownFormat(InputError):
     """A file whose content matches no supported format."""
