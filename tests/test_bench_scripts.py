@@ -65,3 +65,23 @@ def test_bench_run_small(tmp_path):
     assert proc.stdout.count("peak-memory check") == 2 and "peak-memory check (text): OK" in proc.stdout
     assert "failed" not in proc.stdout, proc.stdout
     assert len(list((tmp_path / "bench-out").glob("results-*.json"))) == 1
+
+
+@pytest.mark.slow
+def test_rank_parse_small(tmp_path):
+    """bench.rank_parse on the 8 DLRM rank files as they are (--mb 0: one
+    copy each): four timed preparations, in order, and the job's files made."""
+    proc = _bench("bench.rank_parse", str(tmp_path / "ranks"), "--mb", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("8 rank files")
+    timed = [line for line in lines if " collector " in line]
+    assert [line.split()[0:4] for line in timed] == [
+        ["largest", "file", "collector", "paused"],
+        ["largest", "file", "collector", "on"],
+        ["whole", "job", "collector", "paused"],
+        ["whole", "job", "collector", "on"],
+    ]
+    assert lines[-1].startswith("whole job / largest file: ") and lines[-1].endswith("x for 8 files")
+    copies = sorted((tmp_path / "ranks").glob("worker*.pt.trace.json.gz"))
+    assert len(copies) == 8
