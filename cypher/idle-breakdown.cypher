@@ -17,8 +17,9 @@
 // device streams when it has kernels, else its host threads (the device,
 // for formats without threads). A lane's work is the union of its events
 // (kernels; ops that do work, not annotations) minus the time they spent
-// waiting: inside a collective before its last rank arrived, and inside
-// blocking calls. Idle time is the window minus the work; each piece of it
+// waiting: inside a collective call before its last rank arrived, and
+// inside blocking calls (ops a thread ran while an asynchronous
+// collective waited are work). Idle time is the window minus the work; each piece of it
 // goes to the first cause that covers it: collective = a joined call (an
 // NCCL kernel, a host collective call) from its start until its
 // collective's last arrival (see `stragglers`; on a thread the wait goes

@@ -18,9 +18,10 @@
 // happens-before graph the last arrival's call start leads to every
 // rank's completion of it (the end of a call still running then, such as
 // an NCCL kernel or a blocking call, whose waiting before the arrival
-// weighs 0; else the first op its thread starts after the arrival and after
-// the call returned), and the last rank's idle time before its call counts:
-// every other rank waited for it. The counted_us of the legs sum to the
+// weighs 0; else, on a thread running no op at the arrival, the first op
+// it starts after it), and on CPU jobs the last rank's idle time before
+// its host call counts: every other rank waited for it (all edges in
+// `observed-critical-path`). The counted_us of the legs sum to the
 // Trace's `observed_path_us`. On a trace of one rank there is one leg: the
 // observed critical path itself. Order: leg.
 //

@@ -37,17 +37,22 @@
 //     waited for it, or -> the start of the kernel a cudaStreamWaitEvent held
 //     back; weight 0;
 //   collectives joined across ranks (multi-rank jobs, see `stragglers`): a
-//     collective completes on no rank before its last rank arrives, so the
-//     last rank's call start -> each rank's completion of it: the end of a
-//     call still running at that arrival (an NCCL kernel, a blocking call;
-//     the part of its body before the arrival then weighs 0: waiting), else
-//     the first op its thread starts after both the arrival and the call's
-//     return (torch.distributed's host calls return once the work is
-//     queued; the thread waits outside any op); weight = the time from the
-//     arrival (kind communication); and the thread-order edge into the last
-//     rank's host call weighs its elapsed time: every other rank waited
-//     for it. The path therefore crosses ranks at collectives
-//     (`job-critical-path` lists it rank by rank).
+//     collective completes on no rank before its last rank arrives. A call
+//     still running at that arrival (an NCCL kernel, a blocking call) gets
+//     a node at the arrival: its body up to it weighs 0 (waiting), the
+//     last rank's call start -> that node weighs 0, and the node -> the
+//     call's end weighs the time after the arrival (kind communication). A
+//     host call that returned before the arrival (torch.distributed's
+//     calls return once the work is queued; the thread waits outside any
+//     op), on a thread running no op at the arrival: the last rank's call
+//     start -> the first op the thread starts after it, weight = the time
+//     from the arrival (kind communication); a thread busy then was not
+//     waiting. And the thread-order edge into the last rank's host call
+//     weighs its elapsed time: every other rank waited for it (host calls
+//     only: a late NCCL kernel's delay is whatever its launch and stream
+//     edges say). The path therefore crosses ranks at collectives
+//     (`job-critical-path` lists it rank by rank); HTA's lengths agree on
+//     one rank.
 // The observed critical path is the path with the largest summed weight
 // (one topological pass at ingest); that sum is its length, stored on the
 // Trace node as `observed_path_us`. Ties: the first node reached in the

@@ -45,7 +45,6 @@ On a tie for last, the lowest rank is ``last_rank`` and ``caused_us`` is 0.
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -54,7 +53,6 @@ from tracegraph import schema
 from tracegraph.ingest.frames import Row, TraceFrames, frame
 from tracegraph.ingest.ranks import rank_of
 
-_RANK = re.compile(r"^rank(\d+)/")
 POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
 # NCCL kernels of point-to-point traffic (lowercased collective names); all_to_all runs as these too.
 POINT_TO_POINT_KERNELS = frozenset({"sendrecv", "send", "recv"})
@@ -69,16 +67,18 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
     joins: list[Row] = []
     unmatched = 0
     groups = _kernel_calls(tf)
+    everyone = _ranks(tf)
     if groups:
-        everyone = _ranks(tf)
-        for group, (members, calls) in sorted(groups.items()):
-            ranks = members if members is not None else everyone
-            u = _join(calls, ranks, group, "kernel", collectives, joins)
-            unmatched += u
+        if len(everyone) >= 2:  # one rank: nothing to join, nothing missed
+            for (group, members_text), (members, calls) in sorted(groups.items()):
+                ranks = members if members is not None else everyone
+                # uids: coll:<group>:<k>, the ranks' text standing in for a name not recorded
+                tag = group or members_text or None
+                unmatched += _join(calls, ranks, group or None, tag, "kernel", collectives, joins)
     else:
         calls = _calls(tf.ops)
         if len(calls) >= 2:  # one rank: nothing to join, nothing missed
-            unmatched = _join(calls, sorted(calls), None, "op", collectives, joins)
+            unmatched = _join(calls, sorted(calls), None, None, "op", collectives, joins)
     tf.collectives = frame(collectives, COLLECTIVE_COLUMNS)
     tf.joins = frame(joins, JOIN_COLUMNS)
     return {
@@ -91,10 +91,13 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
 Calls = dict[int, list[tuple[str, str, float]]]  # rank -> its calls (uid, name, start), in start order
 
 
-def _join(calls: Calls, ranks: list[int], group: str | None, column: str, out: list[Row], joins: list[Row]) -> int:
+def _join(
+    calls: Calls, ranks: list[int], group: str | None, tag: str | None, column: str, out: list[Row], joins: list[Row]
+) -> int:
     """Join the k-th call of every rank of ``ranks`` while all have one and
-    agree on the name; append Collective and JOINS rows; return how many
-    calls were left unmatched."""
+    agree on the name; append Collective and JOINS rows (uids
+    ``coll:<k>``, or ``coll:<tag>:<k>`` for a process group); return how
+    many calls were left unmatched."""
     k = 0
     if all(r in calls for r in ranks) and len(ranks) >= 2:
         while k < min(len(calls[r]) for r in ranks):
@@ -104,7 +107,7 @@ def _join(calls: Calls, ranks: list[int], group: str | None, column: str, out: l
             times = np.array([calls[r][k][2] for r in ranks], dtype=float)
             last = int(np.argmax(times))  # the first maximum: the lowest rank on a tie
             waits = times[last] - times
-            uid = f"coll:{k}" if group is None else f"coll:{group}:{k}"
+            uid = f"coll:{k}" if tag is None else f"coll:{tag}:{k}"
             out.append(
                 {
                     "uid": uid,
@@ -125,7 +128,8 @@ def _join(calls: Calls, ranks: list[int], group: str | None, column: str, out: l
                 for r, w in zip(ranks, waits)
             ]
             k += 1
-    return sum(len(c) - k for c in calls.values())
+    # calls past the k-th of the group's ranks, and every call of a rank outside the group
+    return sum(len(c) - (k if r in ranks else 0) for r, c in calls.items())
 
 
 def _calls(ops: pd.DataFrame) -> Calls:
@@ -137,10 +141,10 @@ def _calls(ops: pd.DataFrame) -> Calls:
     outermost = c10d & ~names.isin(POINT_TO_POINT) & ~ops["parent"].isin(set(ops.loc[c10d, "uid"]))
     calls: Calls = {}
     chosen = ops[outermost]
-    for uid, name, thread, start in zip(chosen["uid"], chosen["name"], chosen["thread"], chosen["start_us"]):
-        found = _RANK.match(str(thread or ""))
-        if found is not None and pd.notna(start):
-            calls.setdefault(int(found.group(1)), []).append((str(uid), str(name), float(start)))
+    ranks = rank_of(chosen["thread"].fillna(""))
+    for uid, name, rank, start in zip(chosen["uid"], chosen["name"], ranks.tolist(), chosen["start_us"]):
+        if pd.notna(start):
+            calls.setdefault(int(rank), []).append((str(uid), str(name), float(start)))
     for c in calls.values():
         c.sort(key=lambda call: (call[2], call[0]))
     return calls
@@ -152,9 +156,11 @@ def _ranks(tf: TraceFrames) -> list[int]:
     return sorted(set(rank_of(names).tolist()))
 
 
-def _kernel_calls(tf: TraceFrames) -> dict[str, tuple[list[int] | None, Calls]]:
-    """Per process group (``""``: not recorded), its ranks (when recorded)
-    and each rank's collective NCCL kernels in start order."""
+def _kernel_calls(tf: TraceFrames) -> dict[tuple[str, str], tuple[list[int] | None, Calls]]:
+    """Per process group, keyed by its name and its ranks' text (``""``
+    where not recorded: unnamed groups of different ranks stay apart), its
+    ranks (when recorded) and each rank's collective NCCL kernels in start
+    order."""
     k = tf.kernels
     comm = k[(k["kind"] == "communication") & k["collective"].notna()]
     comm = comm[~comm["collective"].astype(str).str.lower().isin(POINT_TO_POINT_KERNELS)]
@@ -163,13 +169,13 @@ def _kernel_calls(tf: TraceFrames) -> dict[str, tuple[list[int] | None, Calls]]:
     device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
     stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
     ranks = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in comm["stream"].tolist()]))
-    out: dict[str, tuple[list[int] | None, Calls]] = {}
+    out: dict[tuple[str, str], tuple[list[int] | None, Calls]] = {}
     for uid, name, group, members, start, rank in zip(
         comm["uid"], comm["collective"], comm["process_group"], comm["group_ranks"], comm["start_us"], ranks.tolist()
     ):
         if pd.isna(start):
             continue
-        key = str(group) if isinstance(group, str) else ""
+        key = (group if isinstance(group, str) else "", members if isinstance(members, str) else "")
         entry = out.setdefault(key, (_group_ranks(members), {}))
         entry[1].setdefault(int(rank), []).append((str(uid), str(name), float(start)))
     for _, calls in out.values():

@@ -24,7 +24,10 @@ their results, and the canned queries only read them:
 * the observed critical path, the heaviest path through the order things
   actually ran in (:mod:`observed_path`);
 * collectives joined across the ranks of a multi-rank trace, with each
-  rank's wait for the last one (:mod:`collectives`).
+  rank's wait for the last one (:mod:`collectives`), before the observed
+  path, which crosses ranks at them;
+* per rank, communication against computation (:mod:`ranks`) and each
+  lane's idle time by cause (:mod:`idle`).
 
 The DAG passes themselves are :mod:`tracegraph.dag` (what-if reruns them).
 """

@@ -4,14 +4,15 @@ kernels), split by what it waited for: the rows behind ``idle-breakdown``.
 A lane's *window* runs from its first event's start to its last event's
 end. Its *work* is the union of its events (kernels on a stream; ops doing
 work on a thread, not annotations) minus the time spent waiting inside
-them: inside a collective before its last rank arrived, and inside a
+them: inside a collective call before its last rank arrived, and inside a
 blocking call. Idle time is the window minus the work, each piece of it
 given to the first cause that covers it:
 
 1. ``collective``: waiting for another rank. On a stream, a joined NCCL
    kernel from its start until its collective's last arrival; on a thread,
    a joined host call from its start until the last arrival (the wait goes
-   on after an asynchronous call returns).
+   on after an asynchronous call returns; ops the thread ran meanwhile
+   are work all the same).
 2. ``sync``: waiting on a synchronization. On a stream, the gap before a
    kernel that a ``cudaStreamWaitEvent`` held back, until the kernel it
    waited for ended; on a thread, a blocking call (role ``sync``:
@@ -54,17 +55,28 @@ class Lane:
     other_us: float
 
 
-def breakdown(name: str, kind: str, work: Segments, waiting: Segments, sync: Segments, host: Segments) -> Lane:
+def breakdown(
+    name: str,
+    kind: str,
+    work: Segments,
+    waiting: Segments,
+    sync: Segments,
+    host: Segments,
+    waiting_inside: Segments | None = None,
+) -> Lane:
     """The lane's idle time by cause: ``work`` the union of its events,
-    ``waiting`` / ``sync`` / ``host`` the spans each cause explains."""
+    ``waiting`` / ``sync`` / ``host`` the spans each cause explains;
+    ``waiting_inside`` the part of ``waiting`` inside the waiting calls
+    themselves (default: all of it), which is not work."""
+    inner = waiting if waiting_inside is None else waiting_inside
     if len(work[0]) == 0:
         return Lane(name, kind, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     lo, hi = float(work[0][0]), float(work[1][-1])
     window: Segments = (np.array([lo]), np.array([hi]))
-    mid, length = pieces(window, work, waiting, sync, host)
+    mid, length = pieces(window, work, waiting, sync, host, inner)
     in_window = inside(*window, mid)
     in_wait, in_sync = inside(*waiting, mid), inside(*sync, mid)
-    idle = in_window & ~(inside(*work, mid) & ~in_wait & ~in_sync)
+    idle = in_window & ~(inside(*work, mid) & ~inside(*inner, mid) & ~in_sync)
     coll = idle & in_wait
     syn = idle & ~in_wait & in_sync
     hst = idle & ~in_wait & ~in_sync & inside(*host, mid)
@@ -148,6 +160,7 @@ def thread_lanes(
             union_intervals(s[w > 0], (s + w)[w > 0]),
             union_intervals(s[blocking], e[blocking]),
             _NONE,
+            union_intervals(s[w > 0], np.minimum(s + w, e)[w > 0]),
         )
     return out
 

@@ -39,14 +39,23 @@ definition users read. In short:
     gap is under 1.5 ms (the stream's scheduling gap), else 0;
   - synchronization: a kernel's end -> the end of the blocking call that
     waited for it, and a kernel's end -> the start of the kernel a
-    ``cudaStreamWaitEvent`` held back; weight 0.
+    ``cudaStreamWaitEvent`` held back; weight 0;
+  - collectives joined across ranks (:mod:`collectives`): a call still
+    running when its collective's last rank arrives gets a *join node* at
+    that arrival (its body's edge into it weighs 0: waiting; the node ->
+    its end weighs the rest), which the last call's start also leads to
+    (weight 0); a host call that returned before, on a thread running
+    nothing at the arrival: the last call's start -> the first op the
+    thread starts after it, weight = the time from the arrival; and the
+    thread-order edge into the last rank's host call weighs its elapsed
+    time (the others waited for it). The path thus crosses ranks.
 * The path is the heaviest path (largest summed weight); its *length* is
   that weight. Ties: the first node reached in the topological order
   (sources by time) keeps its predecessor; the path ends at the earliest
   node of maximal weight.
 
 These weights are those of Holistic Trace Analysis's critical path graph
-(so its lengths agree with HTA's on the same trace), with three
+(so its lengths agree with HTA's on the same trace of one rank), with three
 differences: HTA adds no stream edge past 1.5 ms and none when the launch
 edge counts (here: a 0-weight edge, a true happens-before); HTA chains
 runtime calls across threads by completion order (the CUDA runtime lock),
@@ -78,6 +87,7 @@ import pandas as pd
 from tracegraph import schema
 from tracegraph.ingest.formats.kit import Role
 from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.intervals import inside, union_intervals
 
 # A stream gap longer than this is not scheduling overhead (HTA's threshold).
 KERNEL_GAP_LIMIT_US = 1500.0
@@ -215,8 +225,14 @@ class _Graph:
             for _, _, c in sorted(children.get(e, ())):
                 self.e.add(prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e)
                 prev = 2 * c + 1
-            last = 0.0 if kind == "sync" or e in self.waiting else max(0.0, t[2 * e + 1] - t[prev])
-            self.e.add(prev, 2 * e + 1, last, kind, e)
+            join = self.waiting.get(e)
+            if join is not None and t[prev] <= t[join]:
+                # a call waiting for the last rank: waiting until it arrives, then the collective's own time
+                self.e.add(prev, join, 0.0, kind, e)
+                self.e.add(join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), "communication", e)
+            else:
+                last = 0.0 if kind == "sync" else max(0.0, t[2 * e + 1] - t[prev])
+                self.e.add(prev, 2 * e + 1, last, kind, e)
         for items in top.values():
             items.sort()
             threaded = items[0][1]
@@ -268,8 +284,12 @@ class _Graph:
         last: dict[str, int] = {}
         for i in order:
             e = n_ops + i
-            body = 0.0 if e in self.waiting else max(0.0, t[2 * e + 1] - t[2 * e])
-            self.e.add(2 * e, 2 * e + 1, body, self.kernel_kind[i], e)
+            join = self.waiting.get(e)
+            if join is not None:  # an NCCL kernel waiting for the last rank, then transferring
+                self.e.add(2 * e, join, 0.0, self.kernel_kind[i], e)
+                self.e.add(join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), self.kernel_kind[i], e)
+            else:
+                self.e.add(2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e)
             prev = last.get(streams[i])
             sync_ends = [t[2 * w + 1] for w in waits.get(e, ())]
             op = self.op_element.get(launch[i])
@@ -294,10 +314,11 @@ class _Graph:
     def _join_collectives(self, tf: TraceFrames) -> None:
         """Read the collectives joined across ranks (``tf.joins``): per
         collective, the last arrival's element and its other members'
-        elements; which calls wait (their body up to the end weighs 0) and
-        which host calls came last (the idle time before them counts)."""
+        elements; which calls wait for the last arrival (each gets a join
+        node at that arrival, see _collective_edges) and which host calls
+        came last (the idle time before them counts)."""
         self.collectives: list[tuple[int, list[int]]] = []
-        self.waiting: set[int] = set()
+        self.waiting: dict[int, int] = {}  # waiting call -> its join node (at the last arrival)
         self.late: set[int] = set()
         joins = tf.joins
         if joins is None or joins.empty:
@@ -310,40 +331,52 @@ class _Graph:
             if e is not None:
                 members.setdefault(str(coll), []).append((float(wait), int(rank), e))
         t = self.t
+        joins_at: list[float] = []
         for found in members.values():
-            if len(found) < 2:
-                continue
             found.sort()
-            last = found[0][2]  # wait 0: the last arrival (the lowest rank on a tie)
+            # The last arrival waited for nobody (the lowest rank on a tie); a
+            # collective whose last call is not on the graph is left out.
+            if len(found) < 2 or found[0][0] != 0.0:
+                continue
+            last = found[0][2]
             arrival = t[2 * last]
             others = [e for _, _, e in found[1:]]
             self.collectives.append((last, others))
-            self.waiting.update(e for e in others if t[2 * e + 1] > arrival)
+            for e in others:
+                if t[2 * e] < arrival < t[2 * e + 1]:
+                    self.waiting[e] = self.n_nodes + len(joins_at)
+                    joins_at.append(arrival)
             if last < self.n_ops and arrival > max(t[2 * e] for e in others):
                 self.late.add(last)
+        if joins_at:
+            self.t = np.concatenate([self.t, np.asarray(joins_at)])
+            self.n_nodes += len(joins_at)
 
     def _collective_edges(self) -> None:
         """A collective completes on no rank before its last rank arrives.
         A call still running at that arrival (an NCCL kernel, a blocking
-        call) ends after it: the last call's start -> its end, weight = the
-        time from the arrival to the end. A host call that returned before
+        call) completes at its end: the last call's start -> its join node
+        (weight 0), from which its body goes on to its end (the time after
+        the arrival counts). A host call that returned before the arrival
         (torch.distributed's calls return once the work is queued; the
-        thread waits later, outside any op) is followed by the first op of
-        its thread to start after both the arrival and its return: the last
-        call's start -> that op's start, weight = the time from the arrival.
-        The last rank's own call is followed the same way."""
+        thread waits later, outside any op), on a thread idle at the
+        arrival, is followed by the first op the thread starts after it:
+        the last call's start -> that op's start, weight = the time from the
+        arrival. A thread busy at the arrival was not waiting: no edge."""
         t = self.t
         after = self._thread_starts()
+        busy = {res: union_intervals(t[2 * elems], t[2 * elems + 1]) for res, (_, elems) in after.items()}
         for last, others in self.collectives:
             arrival = t[2 * last]
-            for e in [last, *others]:
-                if e in self.waiting:
-                    self.e.add(2 * last, 2 * e + 1, max(0.0, t[2 * e + 1] - arrival), "communication", e)
-                elif e < self.n_ops:
-                    starts, elems = after.get(self.resource[e], (None, None))
-                    if starts is None or elems is None:
+            for e in others:
+                join = self.waiting.get(e)
+                if join is not None:
+                    self.e.add(2 * last, join, 0.0, "communication", e)
+                elif e < self.n_ops and t[2 * e + 1] <= arrival:
+                    starts, elems = after[self.resource[e]]
+                    if inside(*busy[self.resource[e]], np.array([arrival]))[0]:
                         continue
-                    i = int(np.searchsorted(starts, max(arrival, t[2 * e + 1]), side="left"))
+                    i = int(np.searchsorted(starts, arrival, side="left"))
                     if i < len(elems):
                         b = int(elems[i])
                         self.e.add(2 * last, 2 * b, max(0.0, t[2 * b] - arrival), "communication", e)

@@ -96,7 +96,7 @@ def test_threads_of_the_gloo_job_as_the_raw_json_says(graph):
     """Per rank's main thread: collective = its waits for the last rank
     (from the raw-JSON reference of test_collectives), each from its call's
     start, within the thread's window; idle = the window minus its cpu_op
-    events outside those waits."""
+    events, less the part of each wait inside its call."""
     files = rank_files("straggler")
     ref = reference(files)
     ingest(graph, files, "idle-gloo")
@@ -109,16 +109,18 @@ def test_threads_of_the_gloo_job_as_the_raw_json_says(graph):
         mine = [(e["ts"], e["ts"] + e["dur"]) for e in ops if e["tid"] == tid]
         lo, hi = min(a for a, _ in mine), max(b for _, b in mine)
         waits = [(c["ts"], c["ts"] + ref[k]["waits"][rank]) for k, c in enumerate(calls)]
+        # the part of each wait inside its call is not work; ops run during the rest of it are
+        inside = [(c["ts"], min(c["ts"] + ref[k]["waits"][rank], c["ts"] + c["dur"])) for k, c in enumerate(calls)]
         key = next(k for k in got if k[0] == rank and k[1].endswith(f":{tid}"))
         window, idle, collective, sync, host, _ = got[key]
         assert window == pytest.approx(hi - lo, abs=0.01)
         assert collective == pytest.approx(length(clip(waits, lo, hi)), abs=0.01)
-        # work outside the waits: the thread's ops minus the wait spans
-        points = sorted({p for s in union(mine) + union(waits) for p in s})
+        # work: the thread's ops minus the waits inside the calls
+        points = sorted({p for s in union(mine) + union(inside) for p in s})
         busy = sum(
             b - a
             for a, b in itertools.pairwise(points)
-            if any(x <= (a + b) / 2 < y for x, y in union(mine)) and not any(x <= (a + b) / 2 < y for x, y in waits)
+            if any(x <= (a + b) / 2 < y for x, y in union(mine)) and not any(x <= (a + b) / 2 < y for x, y in inside)
         )
         assert idle == pytest.approx((hi - lo) - busy, abs=0.01)
         assert (sync, host) == (0, 0)

@@ -173,9 +173,12 @@ _NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 def _collective_fields(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """An NCCL kernel's collective, process group and its ranks: the
     metadata newer PyTorch records on the kernel, else the collective from
-    the kernel's name (``Generic`` kernels of ROCm name none)."""
+    the kernel's name (``Generic`` kernels of ROCm name none; a
+    ``SendRecv`` kernel is ``SendRecv`` whatever its metadata says)."""
     found = _NCCL_COLLECTIVE.search(name)
-    collective = args.get("Collective name") or (found[1] if found else None)
+    word = found[1] if found and found[1] != "Generic" else None  # ROCm's Generic kernels name nothing
+    # A SendRecv kernel is point-to-point traffic whatever collective it serves (all_to_all runs as these).
+    collective = word if word == "SendRecv" else (args.get("Collective name") or word)
     group = args.get("Process Group Name")
     ranks = args.get("Process Group Ranks")
     return {
