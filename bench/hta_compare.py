@@ -20,6 +20,11 @@ tracegraph's environment (it pins its own pandas and networkx):
 * ``python -m bench.hta_compare report HTA.json TG.json`` prints the
   side-by-side tables that bench/RESULTS.md holds.
 
+``hta-job FILES --out`` / ``tracegraph-job FILES --out`` do the same for
+a job's rank files at once (HTA's load of the directory, kernel breakdown
+and comm/comp overlap; tracegraph's ingest as one trace,
+``comm-compute-overlap`` and its job analyses), with peak memory.
+
 ``python -m bench.hta_compare big OUT.json.gz --mb 100`` writes a large
 trace by replicating the events of a real one (HTA's alexnet test trace by
 default) shifted in time, one copy after the other, with fresh correlation
@@ -143,6 +148,106 @@ def run_tracegraph(paths: list[str]) -> dict:
     return out
 
 
+# --- a job of several rank files --------------------------------------------------------------------
+
+
+def _peak_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_hta_job(paths: list[str]) -> dict:
+    """HTA on a job's rank files at once: its load of the trace directory,
+    kernel breakdown and comm/comp overlap per rank; seconds and the
+    process's peak memory."""
+    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+    import logging
+    import warnings
+
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    from hta.trace_analysis import TraceAnalysis
+
+    d = tempfile.mkdtemp()
+    for p in paths:
+        os.symlink(os.path.abspath(p), os.path.join(d, os.path.basename(p)))
+    t0 = time.perf_counter()
+    ta = TraceAnalysis(trace_dir=d, include_last_profiler_step=True)
+    t1 = time.perf_counter()
+    ta.get_gpu_kernel_breakdown(visualize=False, num_kernels=10**9, duration_ratio=1.0, include_memory_kernels=True)
+    t2 = time.perf_counter()
+    overlap = ta.get_comm_comp_overlap(visualize=False)
+    t3 = time.perf_counter()
+    shares = {int(r["rank"]): float(r["comp_comm_overlap_pctg"]) / 100 for _, r in overlap.iterrows()}
+    out = {
+        "load_s": t1 - t0,
+        "kernel_breakdown_s": t2 - t1,
+        "overlap_s": t3 - t2,
+        "overlap_share": shares,
+        "peak_mb": _peak_mb(),
+    }
+    print(f"hta job: load {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, overlap {t3 - t2:.2f} s", file=sys.stderr)
+    return out
+
+
+def run_tracegraph_job(paths: list[str]) -> dict:
+    """tracegraph on a job's rank files as one trace (embedded FalkorDB):
+    the ingest, kernel totals, comm-compute-overlap and the job analyses
+    HTA has no counterpart of; seconds, this process's peak memory and the
+    database server's."""
+    home = tempfile.mkdtemp(prefix="tg-hta-job-")
+    os.environ["TRACEGRAPH_HOME"] = home
+    os.environ.pop("TRACEGRAPH_DB", None)
+    from tracegraph.db.connect import open_graph
+    from tracegraph.ingest.pipeline import ingest
+    from tracegraph.queries.run import run_analysis
+
+    graph = open_graph()
+    try:
+        t0 = time.perf_counter()
+        report = ingest(graph, [Path(p) for p in paths], "job")
+        t1 = time.perf_counter()
+        graph.run("MATCH (k:Kernel {trace: 'job'}) RETURN k.name, sum(k.dur_us)", trace="job")
+        t2 = time.perf_counter()
+        overlap = run_analysis(graph, "comm-compute-overlap", "job", {})
+        t3 = time.perf_counter()
+        for name in ("stragglers", "straggler-ranks", "idle-breakdown", "job-critical-path"):
+            run_analysis(graph, name, "job", {})
+        t4 = time.perf_counter()
+        cols = overlap.columns
+        shares = {
+            r[cols.index("rank")]: (
+                r[cols.index("overlap_us")] / r[cols.index("comm_us")] if r[cols.index("comm_us")] else None
+            )
+            for r in overlap.rows
+        }
+        pid = int((Path(home) / "falkordb" / "server.pid").read_text())
+        server_mb = next(
+            int(line.split()[1]) / 1024
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("VmHWM")
+        )
+    finally:
+        graph.close()
+    out = {
+        "ingest_s": t1 - t0,
+        "timings": report.timings,
+        "kernel_breakdown_s": t2 - t1,
+        "overlap_s": t3 - t2,
+        "job_analyses_s": t4 - t3,
+        "overlap_share": shares,
+        "peak_mb": _peak_mb(),
+        "server_peak_mb": server_mb,
+    }
+    print(
+        f"tracegraph job: ingest {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, overlap {t3 - t2:.2f} s, "
+        f"stragglers+idle+path {t4 - t3:.2f} s",
+        file=sys.stderr,
+    )
+    return out
+
+
 # --- report ----------------------------------------------------------------------------------------
 
 
@@ -225,7 +330,7 @@ def big(src: Path, out: Path, mb: float) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.hta_compare")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("hta", "tracegraph"):
+    for name in ("hta", "tracegraph", "hta-job", "tracegraph-job"):
         s = sub.add_parser(name)
         s.add_argument("traces", nargs="+")
         s.add_argument("--out", required=True)
@@ -241,6 +346,10 @@ def main(argv=None) -> int:
         Path(a.out).write_text(json.dumps(run_hta(a.traces), indent=1))
     elif a.cmd == "tracegraph":
         Path(a.out).write_text(json.dumps(run_tracegraph(a.traces), indent=1))
+    elif a.cmd == "hta-job":
+        Path(a.out).write_text(json.dumps(run_hta_job(a.traces), indent=1))
+    elif a.cmd == "tracegraph-job":
+        Path(a.out).write_text(json.dumps(run_tracegraph_job(a.traces), indent=1))
     elif a.cmd == "report":
         print(report(json.loads(Path(a.hta).read_text()), json.loads(Path(a.tg).read_text())))
     else:
