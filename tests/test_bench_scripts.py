@@ -85,3 +85,19 @@ def test_rank_parse_small(tmp_path):
     assert lines[-1].startswith("whole job / largest file: ") and lines[-1].endswith("x for 8 files")
     copies = sorted((tmp_path / "ranks").glob("worker*.pt.trace.json.gz"))
     assert len(copies) == 8
+
+
+def test_hta_compare_job_agrees_with_htas_overlap(tmp_path):
+    """bench.hta_compare tracegraph-job on PARAM's 8-rank DLRM job: every
+    rank's overlapped share of communication equals what HTA 0.5.0's
+    get_comm_comp_overlap said for the same files (bench/hta-results/
+    hta_job_dlrm.json, rounded by HTA to 4 digits)."""
+    out = tmp_path / "tg_job.json"
+    files = sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz"))
+    proc = _bench("bench.hta_compare", "tracegraph-job", *map(str, files), "--out", str(out), tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())["overlap_share"]
+    hta = json.loads((ROOT / "bench" / "hta-results" / "hta_job_dlrm.json").read_text())["overlap_share"]
+    assert got.keys() == hta.keys() and len(hta) == 8
+    for rank, share in hta.items():
+        assert got[rank] == pytest.approx(share, abs=1e-4), rank
