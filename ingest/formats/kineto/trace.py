@@ -202,6 +202,8 @@ _KEPT_ARGS = (
     "device",
     "kernel_backend",
 )
+# Args a kernel's row reads (copies' and memsets' bytes, NCCL's collective metadata).
+_KERNEL_ARGS = ("bytes", "Collective name", "Process Group Name", "Process Group Ranks")
 
 # One encoder for every op's attrs: json.dumps with an argument builds a
 # new encoder per call (measurable at 300k ops).
@@ -266,10 +268,10 @@ class _Rank:
     header: dict[str, Any]
     # Events as mutable lists (the times are shifted in place); pid, tid,
     # device, stream, corr and ids are JSON values as the file has them.
-    ops: list[list[Any]] = field(default_factory=list)  # [index, name, cat, pid, tid, start, end, args]
+    ops: list[list[Any]] = field(default_factory=list)  # [index, name, cat, pid, tid, start, end, kept args]
     kernels: list[list[Any]] = field(
         default_factory=list
-    )  # [index, name, kind, device, stream, start, end, corr, args]
+    )  # [index, name, kind, device, stream, start, end, corr, kept args]
     syncs: list[list[Any]] = field(default_factory=list)  # [index, kind, device, stream, start, end, args]
     memory: list[list[Any]] = field(default_factory=list)  # [index, pid, tid, t, args]
     flows_start: dict[Any, _FlowPoint] = field(default_factory=dict)  # ac2g id -> (pid, tid, ts)
@@ -336,13 +338,18 @@ def _take(r: _Rank, i: int, ev: object) -> None:
         if not isinstance(args, dict):
             raise InputError(r.path, "args is not an object", where)
         name = str(ev.get("name", ""))
+        # Only the args the graph keeps stay in memory: a rank holds hundreds
+        # of thousands of events, and their full args (shapes, strides,
+        # grid sizes) were most of a parse's memory.
         if host is not None:
-            r.ops.append([i, name, host, ev.get("pid"), ev.get("tid"), start, start + dur, args])
+            kept = {k: args[k] for k in _KEPT_ARGS if k in args}
+            r.ops.append([i, name, host, ev.get("pid"), ev.get("tid"), start, start + dur, kept])
         elif dev is not None:
             kind = dev if dev != "kernel" else ("communication" if _COMM.search(name) else "compute")
             device = args.get("device", ev.get("pid"))
             stream = args.get("stream", ev.get("tid"))
-            r.kernels.append([i, name, kind, device, stream, start, start + dur, args.get("correlation"), args])
+            kept = {k: args[k] for k in _KERNEL_ARGS if k in args}
+            r.kernels.append([i, name, kind, device, stream, start, start + dur, args.get("correlation"), kept])
         else:
             r.syncs.append(
                 [
