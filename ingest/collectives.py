@@ -32,7 +32,11 @@ calls are taken as one group, the default one.)
 Clock. Ranks' times are the files' own (``baseTimeNanoseconds`` and
 ``ts``, see the Kineto format): ranks on one machine share its clock;
 across machines the skew between their clocks is not corrected, so waits
-are off by up to that skew.
+are off by up to that skew. On GPU jobs the collectives say how large it
+can be: an NCCL collective's kernels end together on every rank, so the
+spread of their ends (``Collective.end_spread_us``; its median over the
+job on the Trace, ``collective_end_spread_us``) bounds the skew, give or
+take the transfer's own jitter.
 
 Values, per collective: a rank *arrives* when its call starts; the
 collective cannot complete on any rank before the last arrival, so a rank
@@ -61,7 +65,7 @@ COLLECTIVE_COLUMNS = schema.TABLE["collectives"].names()
 JOIN_COLUMNS = schema.TABLE["joins"].names()
 
 
-def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
+def join_collectives(tf: TraceFrames) -> dict[str, int | bool | float | None]:
     """Set ``tf.collectives`` and ``tf.joins``; the Trace's counts."""
     collectives: list[Row] = []
     joins: list[Row] = []
@@ -81,14 +85,16 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool]:
             unmatched = _join(calls, sorted(calls), None, None, "op", collectives, joins)
     tf.collectives = frame(collectives, COLLECTIVE_COLUMNS)
     tf.joins = frame(joins, JOIN_COLUMNS)
+    spreads = [c["end_spread_us"] for c in collectives if c["end_spread_us"] is not None]
     return {
         "has_collectives": bool(collectives),
         "collectives": len(collectives),
         "collective_calls_unmatched": unmatched,
+        "collective_end_spread_us": float(np.median(spreads)) if spreads else None,
     }
 
 
-Calls = dict[int, list[tuple[str, str, float]]]  # rank -> its calls (uid, name, start), in start order
+Calls = dict[int, list[tuple[str, str, float, float]]]  # rank -> its calls (uid, name, start, end), by start
 
 
 def _join(
@@ -120,6 +126,9 @@ def _join(
                     "last_arrival_us": float(times[last]),
                     "caused_us": float(times[last] - np.sort(times)[-2]),
                     "waited_us": float(waits.sum()),
+                    # NCCL kernels of one collective end together on every rank: how far apart
+                    # their ends are bounds how far apart the ranks' clocks are
+                    "end_spread_us": float(np.ptp([calls[r][k][3] for r in ranks])) if column == "kernel" else None,
                 }
             )
             other = "kernel" if column == "op" else "op"
@@ -142,9 +151,11 @@ def _calls(ops: pd.DataFrame) -> Calls:
     calls: Calls = {}
     chosen = ops[outermost]
     ranks = rank_of(chosen["thread"].fillna(""))
-    for uid, name, rank, start in zip(chosen["uid"], chosen["name"], ranks.tolist(), chosen["start_us"]):
+    for uid, name, rank, start, end in zip(
+        chosen["uid"], chosen["name"], ranks.tolist(), chosen["start_us"], chosen["end_us"]
+    ):
         if pd.notna(start):
-            calls.setdefault(int(rank), []).append((str(uid), str(name), float(start)))
+            calls.setdefault(int(rank), []).append((str(uid), str(name), float(start), float(end)))
     for c in calls.values():
         c.sort(key=lambda call: (call[2], call[0]))
     return calls
@@ -170,14 +181,20 @@ def _kernel_calls(tf: TraceFrames) -> dict[tuple[str, str], tuple[list[int] | No
     stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
     ranks = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in comm["stream"].tolist()]))
     out: dict[tuple[str, str], tuple[list[int] | None, Calls]] = {}
-    for uid, name, group, members, start, rank in zip(
-        comm["uid"], comm["collective"], comm["process_group"], comm["group_ranks"], comm["start_us"], ranks.tolist()
+    for uid, name, group, members, start, end, rank in zip(
+        comm["uid"],
+        comm["collective"],
+        comm["process_group"],
+        comm["group_ranks"],
+        comm["start_us"],
+        comm["end_us"],
+        ranks.tolist(),
     ):
         if pd.isna(start):
             continue
         key = (group if isinstance(group, str) else "", members if isinstance(members, str) else "")
         entry = out.setdefault(key, (_group_ranks(members), {}))
-        entry[1].setdefault(int(rank), []).append((str(uid), str(name), float(start)))
+        entry[1].setdefault(int(rank), []).append((str(uid), str(name), float(start), float(end)))
     for _, calls in out.values():
         for c in calls.values():
             c.sort(key=lambda call: (call[2], call[0]))

@@ -5,7 +5,8 @@ every analysis of the job answering on it.
 The reference here reads the files without tracegraph: per rank
 (``distributedInfo.rank``), its ``kernel`` events whose name starts with
 ``ncclKernel_`` or ``ncclDevKernel_``, by start; the collective is the word
-after that prefix; SendRecv kernels are point-to-point, not collectives.
+after that prefix; SendRecv kernels are point-to-point, not collectives;
+a collective's end spread is its kernels' latest end minus their earliest.
 The k-th collective kernel of every rank is matched while all ranks have
 one of the same collective.
 """
@@ -31,7 +32,7 @@ def reference() -> dict:
     for path in FILES:
         doc = json.loads(gzip.decompress(path.read_bytes()))
         found = [
-            (e["ts"], re.match(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", e["name"])[1])
+            (e["ts"], re.match(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", e["name"])[1], e["ts"] + e["dur"])
             for e in doc["traceEvents"]
             if e.get("ph") == "X"
             and e.get("cat") == "kernel"
@@ -47,6 +48,9 @@ def reference() -> dict:
         "unmatched": sum(len(v) - k for v in kernels.values()),
         "names": [kernels[0][i][1] for i in range(k)],
         "last": [max(kernels, key=lambda r: (kernels[r][i][0], -r)) for i in range(k)],
+        "end_spreads": [
+            max(v[i][2] for v in kernels.values()) - min(v[i][2] for v in kernels.values()) for i in range(k)
+        ],
     }
 
 
@@ -68,6 +72,11 @@ def test_every_collective_kernel_matched_as_the_raw_json_counts(graph, ref):
     ).rows
     assert [(r[0], r[1], r[3], r[4], r[5]) for r in rows] == [(i, n, 8, 8, 0.0) for i, n in enumerate(ref["names"])]
     assert [r[2] for r in rows] == ref["last"]
+    # The kernels of a collective end together: the spread of their ends bounds the ranks' clock skew.
+    spreads = graph.run("MATCH (c:Collective {trace: $trace}) RETURN c.end_spread_us ORDER BY c.seq", trace="dlrm").rows
+    assert [r[0] for r in spreads] == [pytest.approx(x, abs=1e-6) for x in ref["end_spreads"]]
+    assert facts["collective_end_spread_us"] == pytest.approx(sorted(ref["end_spreads"])[1], abs=1e-6)
+    assert facts["collective_end_spread_us"] < 10  # one node: one clock, within a few us
 
 
 def test_every_job_analysis_answers(graph):

@@ -297,6 +297,12 @@ TABLES: tuple[Table, ...] = (
                 ENRICH,
             ),
             _c("waited_us", "float", "the waits of every rank summed (see JOINS.wait_us)", ENRICH),
+            _c(
+                "end_spread_us",
+                "float",
+                "NCCL: last kernel end - first kernel end across ranks (they end together: it bounds clock skew)",
+                ENRICH,
+            ),
         ),
     ),
     Table(
@@ -555,6 +561,12 @@ TRACE_PROPERTIES: tuple[Column, ...] = (
     _c("has_copies", "bool", "it has memory copies", ENRICH),
     _c("has_collectives", "bool", "it has collectives joined across ranks", ENRICH),
     _c("collectives", "int", "collectives joined across ranks", ENRICH),
+    _c(
+        "collective_end_spread_us",
+        "float",
+        "GPU jobs: the median end_spread_us of its NCCL collectives: how far apart the ranks' clocks can be",
+        ENRICH,
+    ),
     _c("has_communication", "bool", "it has communication (NCCL kernels, collective ops): Rank nodes", ENRICH),
     _c(
         "collective_calls_unmatched",
