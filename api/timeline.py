@@ -32,7 +32,6 @@ never guesses from names.
 from __future__ import annotations
 
 import heapq
-import re
 import sys
 import threading
 from collections import OrderedDict
@@ -41,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from tracegraph.ingest.ranks import RANK_PREFIX
 
 # What the timeline reads of a trace (Graph.read_columns: each engine's fastest bulk read).
 OP_COLUMNS: dict[str, type] = {
@@ -67,7 +68,6 @@ STREAM_COLUMNS: dict[str, type] = {
     "kind": str,
 }
 TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
-_RANK_PREFIX = re.compile(r"^rank(\d+)/")
 
 
 class TimelineRows(NamedTuple):
@@ -166,7 +166,7 @@ class TraceTimeline:
 
 def _device_order(device: str) -> tuple[int, str]:
     """Devices by rank first (``rank2/cpu`` before ``rank10/cpu``), then by name."""
-    found = _RANK_PREFIX.match(device)
+    found = RANK_PREFIX.match(device)
     return (int(found[1]), device) if found else (-1, device)
 
 

@@ -55,7 +55,7 @@ import pandas as pd
 
 from tracegraph import schema
 from tracegraph.ingest.frames import Row, TraceFrames, frame
-from tracegraph.ingest.ranks import rank_of
+from tracegraph.ingest.ranks import kernel_ranks, rank_of
 
 POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
 # NCCL kernels of point-to-point traffic (lowercased collective names); all_to_all runs as these too.
@@ -71,8 +71,8 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool | float | None]:
     joins: list[Row] = []
     unmatched = 0
     groups = _kernel_calls(tf)
-    everyone = _ranks(tf)
     if groups:
+        everyone = _ranks(tf)
         if len(everyone) >= 2:  # one rank: nothing to join, nothing missed
             for (group, members_text), (members, calls) in sorted(groups.items()):
                 ranks = members if members is not None else everyone
@@ -177,9 +177,7 @@ def _kernel_calls(tf: TraceFrames) -> dict[tuple[str, str], tuple[list[int] | No
     comm = comm[~comm["collective"].astype(str).str.lower().isin(POINT_TO_POINT_KERNELS)]
     if comm.empty:
         return {}
-    device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
-    stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
-    ranks = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in comm["stream"].tolist()]))
+    ranks = kernel_ranks(tf, comm["stream"])
     out: dict[tuple[str, str], tuple[list[int] | None, Calls]] = {}
     for uid, name, group, members, start, end, rank in zip(
         comm["uid"],

@@ -123,6 +123,17 @@ class TraceFrames:
             if isinstance(getattr(self, t.name, None), pd.DataFrame)
         }
 
+    def stream_labels(self) -> dict[str, str]:
+        """``device name/stream name`` of every stream (``rank0/cuda:0/stream:7``):
+        how the observed path and the idle lanes name a stream."""
+        devices = dict(zip(self.devices["uid"].tolist(), self.devices["name"].tolist()))
+        return {
+            uid: f"{devices.get(device, '')}/{name}"
+            for uid, device, name in zip(
+                self.streams["uid"].tolist(), self.streams["device"].tolist(), self.streams["name"].tolist()
+            )
+        }
+
     def check_enriched(self) -> None:
         """ValueError unless enrichment added every column schema says it adds."""
         for name, df in self.frames().items():

@@ -93,9 +93,10 @@ def breakdown(
     )
 
 
-def stream_lanes(tf: TraceFrames, label: dict[str, str], waits: dict[str, float]) -> dict[str, Lane]:
-    """Per stream uid; ``label`` names streams, ``waits`` is each joined
-    NCCL kernel's wait for its collective's last rank."""
+def stream_lanes(tf: TraceFrames, waits: dict[str, float]) -> dict[str, Lane]:
+    """Per stream uid (lanes named ``device/stream``); ``waits`` is each
+    joined NCCL kernel's wait for its collective's last rank."""
+    label = tf.stream_labels()
     k = tf.kernels
     start = pd.to_numeric(k["start_us"], errors="coerce").to_numpy(float)
     end = pd.to_numeric(k["end_us"], errors="coerce").to_numpy(float)

@@ -363,6 +363,8 @@ class _Graph:
         arrival, is followed by the first op the thread starts after it:
         the last call's start -> that op's start, weight = the time from the
         arrival. A thread busy at the arrival was not waiting: no edge."""
+        if not self.collectives:
+            return
         t = self.t
         after = self._thread_starts()
         busy = {res: union_intervals(t[2 * elems], t[2 * elems + 1]) for res, (_, elems) in after.items()}
@@ -473,12 +475,7 @@ def _kernel_resources(tf: TraceFrames, rows: np.ndarray) -> list[str]:
     """``device name/stream name`` of each kernel (row positions in tf.kernels).
 
     Plain dicts, not pandas lookups: this runs once per kernel."""
-    dev_names = _device_names(tf)
-    streams = tf.streams
-    label = {
-        uid: f"{dev_names.get(device, '')}/{name}"
-        for uid, device, name in zip(streams["uid"].tolist(), streams["device"].tolist(), streams["name"].tolist())
-    }
+    label = tf.stream_labels()
     return [label.get(stream, str(stream)) for stream in tf.kernels["stream"].iloc[rows].tolist()]
 
 

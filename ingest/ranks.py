@@ -37,23 +37,35 @@ from tracegraph.ingest.formats.kit import Role
 from tracegraph.ingest.frames import Row, TraceFrames, frame
 from tracegraph.ingest.intervals import covered, union_intervals
 
-_RANK = re.compile(r"^rank(\d+)/")
+# A multi-rank trace's thread and device names start with their rank (the Kineto parser's prefix).
+RANK_PREFIX = re.compile(r"^rank(\d+)/")
 RANK_COLUMNS = schema.TABLE["ranks"].names()
 
 
 def rank_of(names: pd.Series) -> np.ndarray:
     """The rank of each thread or device name: its ``rank<r>/`` prefix, else 0."""
-    found = names.astype(str).str.extract(_RANK, expand=False)
+    found = names.astype(str).str.extract(RANK_PREFIX, expand=False)
     return pd.to_numeric(found, errors="coerce").fillna(0).astype(np.int64).to_numpy()
+
+
+def kernel_ranks(tf: TraceFrames, streams: pd.Series) -> np.ndarray:
+    """The rank of each kernel, given its stream uid: its device's name's prefix."""
+    device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
+    stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
+    return rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in streams.tolist()], dtype=object))
 
 
 def rank_table(tf: TraceFrames) -> bool:
     """Set ``tf.ranks`` (a row per rank of a trace with times);
     whether the trace has communication."""
     ops, kernels = tf.ops, tf.kernels
+    if tf.time_unit not in ("us", "step") or not (len(ops) or len(kernels)):
+        tf.ranks = frame([], RANK_COLUMNS)
+        return False
+    k_comm = (kernels["kind"] == "communication").to_numpy()
+    o_comm = (ops["phase"] == "communication").to_numpy()
     device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
-    stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
-    k_rank = rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in kernels["stream"].tolist()]))
+    k_rank = kernel_ranks(tf, kernels["stream"])
     lane = [
         t if isinstance(t, str) else str(device_name.get(d, d) if isinstance(d, str) else "host")
         for t, d in zip(ops["thread"].tolist(), ops["device"].tolist())
@@ -63,52 +75,43 @@ def rank_table(tf: TraceFrames) -> bool:
     k_end = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
     o_start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
     o_end = pd.to_numeric(ops["end_us"], errors="coerce").to_numpy(float)
-    k_comm = (kernels["kind"] == "communication").to_numpy()
     k_compute = (kernels["kind"] == "compute").to_numpy()
-    o_comm = (ops["phase"] == "communication").to_numpy()
     o_work = (ops["role"].fillna(Role.OP.value) == Role.OP.value).to_numpy() & ~o_comm
     o_work &= ops["executed"].fillna(True).astype(bool).to_numpy()
     waits = _waits(tf)
-    stream_label = {
-        uid: f"{device_name.get(dev, '')}/{name}"
-        for uid, dev, name in zip(
-            tf.streams["uid"].tolist(), tf.streams["device"].tolist(), tf.streams["name"].tolist()
-        )
-    }
-    streams = idle.stream_lanes(tf, stream_label, waits) if len(kernels) else {}
+    streams = idle.stream_lanes(tf, waits) if len(kernels) else {}
     stream_rank = dict(zip(kernels["stream"].tolist(), k_rank.tolist()))
     rows: list[Row] = []
-    if tf.time_unit in ("us", "step") and (len(ops) or len(kernels)):
-        for rank in sorted(set(o_rank.tolist()) | set(k_rank.tolist())):
-            on_gpu = bool((k_rank == rank).any())
-            if on_gpu:
-                mine = k_rank == rank
-                comm = union_intervals(k_start[mine & k_comm], k_end[mine & k_comm])
-                work = union_intervals(k_start[mine & k_compute], k_end[mine & k_compute])
-                lanes = [
-                    lane_ for s, lane_ in sorted(streams.items(), key=lambda x: x[1].name) if stream_rank.get(s) == rank
-                ]
-            else:
-                mine = o_rank == rank
-                comm = union_intervals(o_start[mine & o_comm], o_end[mine & o_comm])
-                work = union_intervals(o_start[mine & o_work], o_end[mine & o_work])
-                lanes = sorted(idle.thread_lanes(tf, np.flatnonzero(mine), lane, waits).values(), key=lambda x: x.name)
-            comm_us = float((comm[1] - comm[0]).sum())
-            overlap_us = float(covered(work[0], work[1], comm[0], comm[1]).sum())
-            rows.append(
-                {
-                    "uid": f"rank:{rank}",
-                    "rank": rank,
-                    "mode": "gpu" if on_gpu else "cpu",
-                    "comm_us": comm_us,
-                    "compute_us": float((work[1] - work[0]).sum()),
-                    "overlap_us": overlap_us,
-                    "exposed_comm_us": max(0.0, comm_us - overlap_us),
-                    **{column: [getattr(x, field) for x in lanes] or None for column, field in LANE_FIELDS.items()},
-                }
-            )
+    for rank in sorted(set(o_rank.tolist()) | set(k_rank.tolist())):
+        on_gpu = bool((k_rank == rank).any())
+        if on_gpu:
+            mine = k_rank == rank
+            comm = union_intervals(k_start[mine & k_comm], k_end[mine & k_comm])
+            work = union_intervals(k_start[mine & k_compute], k_end[mine & k_compute])
+            lanes = [
+                lane_ for s, lane_ in sorted(streams.items(), key=lambda x: x[1].name) if stream_rank.get(s) == rank
+            ]
+        else:
+            mine = o_rank == rank
+            comm = union_intervals(o_start[mine & o_comm], o_end[mine & o_comm])
+            work = union_intervals(o_start[mine & o_work], o_end[mine & o_work])
+            lanes = sorted(idle.thread_lanes(tf, np.flatnonzero(mine), lane, waits).values(), key=lambda x: x.name)
+        comm_us = float((comm[1] - comm[0]).sum())
+        overlap_us = float(covered(work[0], work[1], comm[0], comm[1]).sum())
+        rows.append(
+            {
+                "uid": f"rank:{rank}",
+                "rank": rank,
+                "mode": "gpu" if on_gpu else "cpu",
+                "comm_us": comm_us,
+                "compute_us": float((work[1] - work[0]).sum()),
+                "overlap_us": overlap_us,
+                "exposed_comm_us": max(0.0, comm_us - overlap_us),
+                **{column: [getattr(x, field) for x in lanes] or None for column, field in LANE_FIELDS.items()},
+            }
+        )
     tf.ranks = frame(rows, RANK_COLUMNS)
-    return bool(k_comm.any() or o_comm.any()) and bool(rows)
+    return bool(k_comm.any() or o_comm.any())
 
 
 # Rank column -> the Lane field it lists, one entry per lane.

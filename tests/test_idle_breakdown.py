@@ -13,6 +13,7 @@ import pytest
 
 from tests import kineto_builder
 from tests.test_collectives import rank_files, reference
+from tests.test_comm_overlap import union_length
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.run import run_analysis
 
@@ -84,10 +85,6 @@ def union(spans):
     return out
 
 
-def length(spans):
-    return sum(b - a for a, b in union(spans))
-
-
 def clip(spans, lo, hi):
     return [(max(a, lo), min(b, hi)) for a, b in spans if min(b, hi) > max(a, lo)]
 
@@ -114,7 +111,7 @@ def test_threads_of_the_gloo_job_as_the_raw_json_says(graph):
         key = next(k for k in got if k[0] == rank and k[1].endswith(f":{tid}"))
         window, idle, collective, sync, host, _ = got[key]
         assert window == pytest.approx(hi - lo, abs=0.01)
-        assert collective == pytest.approx(length(clip(waits, lo, hi)), abs=0.01)
+        assert collective == pytest.approx(union_length(clip(waits, lo, hi)), abs=0.01)
         # work: the thread's ops minus the waits inside the calls
         points = sorted({p for s in union(mine) + union(inside) for p in s})
         busy = sum(

@@ -138,9 +138,9 @@ def drop_file(page, path: Path) -> None:
     )
 
 
-def upload_via_api(http, trace: str, path: Path) -> None:
-    """POST a trace file and wait for its job (every upload is one here)."""
-    r = http.post("/traces", data={"trace": trace}, files=[("files", (path.name, path.read_bytes()))])
+def upload_via_api(http, trace: str, *paths: Path) -> None:
+    """POST a trace's files (one trace) and wait for its job (every upload is one here)."""
+    r = http.post("/traces", data={"trace": trace}, files=[("files", (p.name, p.read_bytes())) for p in paths])
     assert r.status_code in (201, 202), r.text
     if r.status_code == 202:
         job = r.json()
@@ -1443,13 +1443,7 @@ DIST_FILES = sorted((ROOT / "tests" / "data" / "pytorch_dist").glob("straggler.r
 @pytest.fixture(scope="module")
 def dist_uploaded(http):
     """The 4-rank gloo job with a straggler (rank 2), its rank files uploaded at once."""
-    r = http.post("/traces", data={"trace": DIST}, files=[("files", (p.name, p.read_bytes())) for p in DIST_FILES])
-    assert r.status_code in (201, 202), r.text
-    if r.status_code == 202:
-        job = r.json()
-        while job["status"] not in ("done", "failed"):
-            job = http.get(job["url"]).json()
-        assert job["status"] == "done", job
+    upload_via_api(http, DIST, *DIST_FILES)
     return DIST
 
 
