@@ -118,7 +118,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import source
+from tracegraph.ingest import parallel, source
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kineto import read as kineto_read
 from tracegraph.ingest.formats.kineto.phase import assign_phases
@@ -204,6 +204,19 @@ _KEPT_ARGS = (
 )
 # Args a kernel's row reads (copies' and memsets' bytes, NCCL's collective metadata).
 _KERNEL_ARGS = ("bytes", "Collective name", "Process Group Name", "Process Group Ranks")
+# Args of cuda_sync records and [memory] records that the graph reads.
+_SYNC_ARGS = (
+    "cuda_sync_kind",
+    "correlation",
+    "device",
+    "stream",
+    "wait_on_stream",
+    "wait_on_cuda_event_record_corr_id",
+)
+_MEMORY_ARGS = ("Bytes", "Addr", "Total Allocated", "Device Type", "Device Id")
+# Reads every event keeping only these args: the rest (shapes, strides,
+# grid sizes) is most of a trace's bytes and is never built.
+_READER = kineto_read.EventReader(list(dict.fromkeys(_KEPT_ARGS + _KERNEL_ARGS + _SYNC_ARGS + _MEMORY_ARGS)))
 
 # One encoder for every op's attrs: json.dumps with an argument builds a
 # new encoder per call (measurable at 300k ops).
@@ -229,23 +242,45 @@ def parse(path: Path) -> TraceFrames:
     return parse_many([path])
 
 
-def parse_many(paths: list[Path]) -> TraceFrames:
-    """Rank files of one job as one trace (a single file is one rank)."""
-    ranks = [_read_rank(Path(p)) for p in paths]
+def parse_many(paths: list[Path], *, workers: int | None = None) -> TraceFrames:
+    """Rank files of one job as one trace (a single file is one rank).
+
+    Each file is read and assembled on its own (in worker processes when
+    the job is large enough to pay for them, see :mod:`..parallel`); the
+    parent only joins the ranks. ``workers`` overrides how many (1: in this
+    process)."""
+    paths = [Path(p) for p in paths]
+    multi = len(paths) > 1
+    ranks = _numbering(paths, [_header_rank(p) for p in paths])
+    parts = parallel.map_files(_part, [(p, rank, multi) for p, rank in zip(paths, ranks, strict=True)], paths, workers)
+    # A rank named only after the events (the file's trailer) was unknown
+    # when the others were numbered: number again, redo the files it moves.
+    final = _numbering(paths, [p.rank if p.named else None for p in parts])
+    parts = [p if p.rank == rank else _part(p.path, rank, multi) for p, rank in zip(parts, final, strict=True)]
+    if not any(p.events for p in parts):
+        raise InputError(paths[0], "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
+    return _join(parts)
+
+
+def _header_rank(path: Path) -> int | None:
+    """``distributedInfo.rank`` when the file gives it before its events."""
+    info = kineto_read.read_header(path).get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
+def _numbering(paths: list[Path], named: list[int | None]) -> list[int]:
+    """Every file's rank: the one it names, else the lowest rank no file
+    names, in file order. A rank named twice is an error."""
     seen: dict[int, Path] = {}
-    for r in ranks:
-        if r.rank is None:
+    for path, rank in zip(paths, named, strict=True):
+        if rank is None:
             continue
-        if r.rank in seen:
-            raise InputError(r.path, f"rank {r.rank} given twice (also {seen[r.rank]})", "distributedInfo.rank")
-        seen[r.rank] = r.path
+        if rank in seen:
+            raise InputError(path, f"rank {rank} given twice (also {seen[rank]})", "distributedInfo.rank")
+        seen[rank] = path
     free = (n for n in itertools.count() if n not in seen)
-    for r in ranks:
-        if r.rank is None:  # no distributedInfo.rank: the lowest rank no file names
-            r.rank = next(free)
-    if not any(r.ops or r.kernels for r in ranks):
-        raise InputError(ranks[0].path, "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
-    return _Assemble(ranks).frames()
+    return [rank if rank is not None else next(free) for rank in named]
 
 
 # --- one file ---------------------------------------------------------------------------------
@@ -280,15 +315,12 @@ class _Rank:
 
 
 def _read_rank(path: Path) -> _Rank:
-    header = kineto_read.read_header(path)
-    trailer: dict[str, Any] = {}
-    base = header.get("baseTimeNanoseconds")
+    header, events = _READER.read(path)
     r = _Rank(path, None, header)
-    for i, ev in enumerate(kineto_read.stream_events(path, trailer)):
+    for i, ev in enumerate(events):
         _take(r, i, ev)
-    header = {**trailer, **header}
-    r.header = header
-    base = header.get("baseTimeNanoseconds", base)
+    del events
+    base = header.get("baseTimeNanoseconds")  # complete now (a streamed file's trailer is read at its end)
     if base is not None:
         if not isinstance(base, int) or isinstance(base, bool):
             raise InputError(path, "baseTimeNanoseconds is not an integer", "baseTimeNanoseconds")
@@ -315,16 +347,14 @@ def _shift(r: _Rank, base: int) -> None:
     r.flows_end = {(p, t, ts + base): v for (p, t, ts), v in r.flows_end.items()}
 
 
-def _take(r: _Rank, i: int, ev: object) -> None:
+def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
     """Keep what the graph needs of event ``i``."""
     where = f"traceEvents[{i}]"
-    if not isinstance(ev, dict):
-        raise InputError(r.path, "an event is not a JSON object", where)
-    ph = ev.get("ph")
+    ph = ev.ph
     if ph is None:
         raise InputError(r.path, "event has no ph (phase)", where)
     if ph == "X":
-        cat = str(ev.get("cat", "")).lower()
+        cat = "" if ev.cat is None else str(ev.cat).lower()
         host = _HOST_CATS.get(cat)
         dev = _DEVICE_CATS.get(cat)
         if host is None and dev is None and cat != "cuda_sync":
@@ -333,21 +363,16 @@ def _take(r: _Rank, i: int, ev: object) -> None:
         start = _time(r.path, ev, "ts", where)
         dur = _time(r.path, ev, "dur", where)
         if dur < 0:
-            raise InputError(r.path, f"negative duration {ev.get('dur')} for {ev.get('name')!r}", where)
-        args = ev.get("args") or {}
-        if not isinstance(args, dict):
-            raise InputError(r.path, "args is not an object", where)
-        name = str(ev.get("name", ""))
-        # Only the args the graph keeps stay in memory: a rank holds hundreds
-        # of thousands of events, and their full args (shapes, strides,
-        # grid sizes) were most of a parse's memory.
+            raise InputError(r.path, f"negative duration {ev.dur} for {ev.name!r}", where)
+        args = _READER.args(ev)
+        name = "" if ev.name is None else str(ev.name)
         if host is not None:
             kept = {k: args[k] for k in _KEPT_ARGS if k in args}
-            r.ops.append([i, name, host, ev.get("pid"), ev.get("tid"), start, start + dur, kept])
+            r.ops.append([i, name, host, ev.pid, ev.tid, start, start + dur, kept])
         elif dev is not None:
             kind = dev if dev != "kernel" else ("communication" if _COMM.search(name) else "compute")
-            device = args.get("device", ev.get("pid"))
-            stream = args.get("stream", ev.get("tid"))
+            device = args.get("device", ev.pid)
+            stream = args.get("stream", ev.tid)
             kept = {k: args[k] for k in _KERNEL_ARGS if k in args}
             r.kernels.append([i, name, kind, device, stream, start, start + dur, args.get("correlation"), kept])
         else:
@@ -355,7 +380,7 @@ def _take(r: _Rank, i: int, ev: object) -> None:
                 [
                     i,
                     str(args.get("cuda_sync_kind", name)),
-                    args.get("device", ev.get("pid")),
+                    args.get("device", ev.pid),
                     args.get("stream"),
                     start,
                     start + dur,
@@ -363,47 +388,152 @@ def _take(r: _Rank, i: int, ev: object) -> None:
                 ]
             )
     elif ph == "i" or ph == "I":
-        if ev.get("name") != "[memory]":
+        if ev.name != "[memory]":
             return
         t = _time(r.path, ev, "ts", where)
-        args = ev.get("args") or {}
-        if not isinstance(args, dict) or "Bytes" not in args:
+        args = _READER.args(ev)
+        if "Bytes" not in args:
             raise InputError(r.path, "[memory] record without Bytes", where)
-        r.memory.append([i, ev.get("pid"), ev.get("tid"), t, args])
-    elif ph in ("s", "f") and ev.get("cat") == "ac2g":
+        r.memory.append([i, ev.pid, ev.tid, t, args])
+    elif ph in ("s", "f") and ev.cat == "ac2g":
         t = _time(r.path, ev, "ts", where)
-        key = (ev.get("pid"), ev.get("tid"), t)
+        key = (ev.pid, ev.tid, t)
         if ph == "s":
-            r.flows_start[ev.get("id")] = key
+            r.flows_start[ev.id] = key
         else:
-            r.flows_end[key] = ev.get("id")
+            r.flows_end[key] = ev.id
 
 
-def _time(path: Path, ev: dict[str, Any], key: str, where: str) -> int:
-    if key not in ev:
-        raise InputError(path, f"{ev.get('name', 'event')!r} has no {key}", where)
+def _time(path: Path, ev: kineto_read.Event, key: str, where: str) -> int:
+    value = getattr(ev, key)
+    if value is None:
+        raise InputError(path, f"{ev.name if ev.name is not None else 'event'!r} has no {key}", where)
     try:
-        return kineto_read.ns(ev[key])
+        return kineto_read.ns(value)
     except TypeError:
-        raise InputError(path, f"{key} is not a number: {ev[key]!r}", where) from None
+        raise InputError(path, f"{key} is not a number: {value!r}", where) from None
 
 
 # --- all ranks -> frames ---------------------------------------------------------------------
 
 
-class _Assemble:
-    """Frames from the ranks' kept events (uids, nesting, joins, pairing)."""
+# An allocation's free time while it has none (times are int64 ns).
+_NEVER_FREED = int(np.iinfo(np.int64).min)
 
-    def __init__(self, ranks: list[_Rank]) -> None:
-        self.ranks = ranks
-        self.multi = len(ranks) > 1
-        self.b = FramesBuilder(FORMAT.framework, [str(r.path) for r in ranks])
+
+@dataclass
+class _RankPart:
+    """One rank assembled, as a worker process sends it back: its frames
+    with the rank's own phases (uids, nesting, joins, pairing done; times
+    not yet set, they need the job's origin), its times in absolute integer
+    ns, and what the trace's meta counts."""
+
+    path: Path
+    rank: int
+    named: bool  # the rank comes from the file's distributedInfo (else from its place among the files)
+    header: dict[str, Any]
+    frames: TraceFrames
+    op_times: np.ndarray  # (ops, 2) start, end
+    kernel_times: np.ndarray  # (kernels, 2)
+    alloc_times: np.ndarray  # (allocations, 2) alloc, free (_NEVER_FREED when not freed)
+    events: int  # ops and kernels the file holds (the outside-trace ops not counted)
+    skipped: dict[str, int]
+    unpaired_frees: int
+    kernels_without_launch: int
+    memory_without_address: int
+    reported_peak: dict[str, int]
+
+
+def _part(path: Path, rank: int, multi: bool) -> _RankPart:
+    """Read and assemble one rank file (``rank`` when the file names none)."""
+    r = _read_rank(path)
+    named = r.rank is not None  # from the file's distributedInfo
+    if r.rank is None:
+        r.rank = rank
+    return _Assemble(r, multi).part(named)
+
+
+def _join(parts: list[_RankPart]) -> TraceFrames:
+    """The ranks' parts as one trace: one time origin (the earliest op,
+    kernel or allocation of any rank), the rows of every rank, the meta."""
+    tfs = [p.frames for p in parts]
+    tf = tfs[0]
+    if len(parts) > 1:
+        for table in ("ops", "kernels", "allocations", "syncs", "devices", "streams", "allocators"):
+            setattr(tf, table, _concat([getattr(t, table) for t in tfs]))
+        tf.sources = [str(p.path) for p in parts]
+    op_times = np.concatenate([p.op_times for p in parts])
+    kernel_times = np.concatenate([p.kernel_times for p in parts])
+    alloc_times = np.concatenate([p.alloc_times for p in parts])
+    firsts = [t[:, 0].min() for t in (op_times, kernel_times, alloc_times) if len(t)]
+    origin = int(min(firsts)) if firsts else 0
+    ops, kernels, allocations = tf.ops, tf.kernels, tf.allocations
+    _set_times(ops, op_times, origin)
+    _set_times(kernels, kernel_times, origin)
+    if len(alloc_times):
+        allocations["alloc_us"] = (alloc_times[:, 0] - origin) / 1000.0
+        free = alloc_times[:, 1]
+        allocations["free_us"] = [None if f == _NEVER_FREED else (f - origin) / 1000.0 for f in free.tolist()]
+    order = np.lexsort((np.arange(len(ops)), -ops["end_us"].to_numpy(float), ops["start_us"].to_numpy(float)))
+    seq = np.empty(len(ops), dtype=np.int64)
+    seq[order] = np.arange(len(ops))
+    ops["seq"] = seq
+    tf.meta = _meta(parts)
+    tf.check()
+    return tf
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    import pandas as pd
+
+    kept = [f for f in frames if len(f)]
+    if not kept:
+        return frames[0]
+    return pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0].reset_index(drop=True)
+
+
+def _meta(parts: list[_RankPart]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"ranks": json.dumps(sorted(p.rank for p in parts))}
+    infos = {p.rank: p.header.get("distributedInfo") for p in parts if p.header.get("distributedInfo")}
+    if len(parts) == 1 and infos:
+        meta["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
+    elif infos:
+        meta["distributed_infos"] = json.dumps({str(k): v for k, v in sorted(infos.items())}, sort_keys=True)
+    first = parts[0].header
+    for key, name in (("schemaVersion", "schema_version"), ("displayTimeUnit", "display_time_unit")):
+        if isinstance(first.get(key), (int, str)) and not isinstance(first.get(key), bool):
+            meta[name] = first[key]
+    props = first.get("deviceProperties")
+    if isinstance(props, list) and props:
+        meta["device_names"] = json.dumps([p.get("name") for p in props if isinstance(p, dict)])
+    meta["unpaired_frees"] = sum(p.unpaired_frees for p in parts)
+    meta["kernels_without_launch"] = sum(p.kernels_without_launch for p in parts)
+    skipped: dict[str, int] = {}
+    for p in parts:
+        for cat, n in p.skipped.items():
+            skipped[cat] = skipped.get(cat, 0) + n
+    if skipped:
+        meta["skipped_span_categories"] = json.dumps(skipped, sort_keys=True)
+    meta["memory_records_without_address"] = sum(p.memory_without_address for p in parts)
+    peak = {k: v for p in parts for k, v in p.reported_peak.items()}
+    if peak:
+        meta["reported_peak_bytes"] = json.dumps(peak, sort_keys=True)
+    return meta
+
+
+class _Assemble:
+    """One rank's frames from its kept events (uids, nesting, joins, pairing)."""
+
+    def __init__(self, r: _Rank, multi: bool) -> None:
+        self.r = r
+        self.multi = multi
+        self.b = FramesBuilder(FORMAT.framework, [str(r.path)])
         self.ops = self.b.ops
         self.op_times: list[tuple[int, int]] = []
         self.kernels = self.b.kernels
         self.kernel_times: list[tuple[int, int]] = []
         self.allocations = self.b.allocations
-        self.alloc_times: list[tuple[int, int | None]] = []
+        self.alloc_times: list[tuple[int, int]] = []  # free _NEVER_FREED while not freed
         self.syncs = self.b.syncs
         self.unpaired_frees = 0
         self.reported_peak: dict[str, int] = {}
@@ -414,59 +544,34 @@ class _Assemble:
     def prefix(self, r: _Rank) -> str:
         return f"rank{r.rank}/" if self.multi else ""
 
-    def frames(self) -> TraceFrames:
-        for r in self.ranks:
-            self._rank(r)
-        origin = (
-            min(t for times in (self.op_times, self.kernel_times) for t, _ in times)
-            if (self.op_times or self.kernel_times)
-            else 0
-        )
-        if self.alloc_times:
-            origin = min(origin, min(t for t, _ in self.alloc_times))
-        self.b.meta = self._meta()
+    def part(self, named: bool) -> _RankPart:
+        r = self.r
+        assert r.rank is not None
+        self._rank(r)
         tf = self.b.frames()
-        ops, kernels, allocations = tf.ops, tf.kernels, tf.allocations
-        _set_times(ops, self.op_times, origin)
-        _set_times(kernels, self.kernel_times, origin)
-        if self.alloc_times:
-            a = np.array([t for t, _ in self.alloc_times], dtype=np.int64)
-            allocations["alloc_us"] = (a - origin) / 1000.0
-            allocations["free_us"] = [None if f is None else (f - origin) / 1000.0 for _, f in self.alloc_times]
-        order = np.lexsort((np.arange(len(ops)), -ops["end_us"].to_numpy(float), ops["start_us"].to_numpy(float)))
-        seq = np.empty(len(ops), dtype=np.int64)
-        seq[order] = np.arange(len(ops))
-        ops["seq"] = seq
+        op_times = _times(self.op_times)
+        # Parents first for the phases: the rank's own order by (start, longer first, file order).
+        order = np.lexsort((np.arange(len(op_times)), -op_times[:, 1], op_times[:, 0]))
+        seq = np.empty(len(order), dtype=np.int64)
+        seq[order] = np.arange(len(order))
+        tf.ops["seq"] = seq
         assign_phases(tf)
-        tf.check()
-        return tf
-
-    def _meta(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {"ranks": json.dumps(sorted(r.rank for r in self.ranks))}
-        infos = {r.rank: r.header.get("distributedInfo") for r in self.ranks if r.header.get("distributedInfo")}
-        if len(self.ranks) == 1 and infos:
-            meta["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
-        elif infos:
-            meta["distributed_infos"] = json.dumps({str(k): v for k, v in sorted(infos.items())}, sort_keys=True)
-        first = self.ranks[0].header
-        for key, name in (("schemaVersion", "schema_version"), ("displayTimeUnit", "display_time_unit")):
-            if isinstance(first.get(key), (int, str)) and not isinstance(first.get(key), bool):
-                meta[name] = first[key]
-        props = first.get("deviceProperties")
-        if isinstance(props, list) and props:
-            meta["device_names"] = json.dumps([p.get("name") for p in props if isinstance(p, dict)])
-        meta["unpaired_frees"] = self.unpaired_frees
-        meta["kernels_without_launch"] = self.kernels_without_launch
-        skipped: dict[str, int] = {}
-        for r in self.ranks:
-            for cat, n in r.skipped.items():
-                skipped[cat] = skipped.get(cat, 0) + n
-        if skipped:
-            meta["skipped_span_categories"] = json.dumps(skipped, sort_keys=True)
-        meta["memory_records_without_address"] = self.memory_without_address
-        if self.reported_peak:
-            meta["reported_peak_bytes"] = json.dumps(self.reported_peak, sort_keys=True)
-        return meta
+        return _RankPart(
+            path=r.path,
+            rank=r.rank,
+            named=named,
+            header=r.header,
+            frames=tf,
+            op_times=op_times,
+            kernel_times=_times(self.kernel_times),
+            alloc_times=_times(self.alloc_times),
+            events=len(r.ops) + len(r.kernels),
+            skipped=r.skipped,
+            unpaired_frees=self.unpaired_frees,
+            kernels_without_launch=self.kernels_without_launch,
+            memory_without_address=self.memory_without_address,
+            reported_peak=self.reported_peak,
+        )
 
     # --- one rank ---
 
@@ -689,7 +794,7 @@ class _Assemble:
                         "op": None if op is None else self.ops[first + op]["uid"],
                     }
                 )
-                self.alloc_times.append((t, None))
+                self.alloc_times.append((t, _NEVER_FREED))
                 live[key] = len(self.allocations) - 1
             elif nbytes < 0:
                 if key in live:
@@ -702,13 +807,17 @@ class _Assemble:
         self.alloc_times[i] = (self.alloc_times[i][0], t)
 
 
-def _set_times(df: pd.DataFrame, times: list[tuple[int, int]], origin: int) -> None:
-    if not times:
+def _times(pairs: list[tuple[int, int]]) -> np.ndarray:
+    """(start, end) pairs as an (n, 2) int64 array (n may be 0)."""
+    return np.array(pairs, dtype=np.int64).reshape(len(pairs), 2)
+
+
+def _set_times(df: pd.DataFrame, times: np.ndarray, origin: int) -> None:
+    if not len(times):
         for c in ("start_us", "end_us", "dur_us"):
             df[c] = []
         return
-    arr = np.array(times, dtype=np.int64)
-    start, end = arr[:, 0] - origin, arr[:, 1] - origin
+    start, end = times[:, 0] - origin, times[:, 1] - origin
     df["start_us"] = start / 1000.0
     df["end_us"] = end / 1000.0
     df["dur_us"] = (end - start) / 1000.0

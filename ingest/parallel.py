@@ -1,0 +1,192 @@
+"""The files of one run read at once, one worker process per file, up to the
+machine's cores.
+
+A distributed job is one file per rank, and each file is read and
+assembled on its own; only joining them needs them all. So a format's
+``parse_many`` hands each file to :func:`map_files`, which runs the reading
+function in worker processes and returns what each sends back, in file
+order. What comes back must pickle cheaply (numeric arrays and frames, not
+millions of small lists: unpickling those costs more than reading the
+file did, bench/RESULTS.md).
+
+A worker is a fresh ``python -m tracegraph.ingest.parallel`` that reads its
+calls from stdin and writes each result to stdout as soon as it has it. Not
+:mod:`multiprocessing`: its spawn and forkserver methods import the
+caller's main script again in every worker (a user's script without an
+``if __name__ == "__main__"`` guard would run twice, or fail), and fork
+copies the caller's threads and locks (an API server's).
+
+Workers are worth their start (a process importing pandas, ~0.5 s) only
+for a large run: below :data:`MIN_PARALLEL_BYTES` of files, or with one
+file or one core, everything runs in this process. The environment
+variable ``TRACEGRAPH_PARSE_WORKERS`` sets the number of processes (1: none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from tracegraph.errors import UserError
+from tracegraph.ingest.limits import MiB
+
+WORKERS_ENV = "TRACEGRAPH_PARSE_WORKERS"
+# A run whose files hold less than this (on disk) is read in this process.
+MIN_PARALLEL_BYTES = 8 * MiB
+
+T = TypeVar("T")
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def worker_count(paths: Sequence[Path], requested: int | None = None) -> int:
+    """How many processes read ``paths``: ``requested``, else the
+    environment's, else one per file up to the cores for a large run."""
+    if requested is None:
+        text = os.environ.get(WORKERS_ENV, "").strip()
+        if text:
+            if not text.isdigit() or int(text) < 1:
+                raise UserError(f"{WORKERS_ENV} must be a whole number of processes (1 or more), not {text!r}")
+            requested = int(text)
+    if requested is not None:
+        return max(1, min(requested, len(paths)))
+    if len(paths) < 2 or sum(_size(p) for p in paths) < MIN_PARALLEL_BYTES:
+        return 1
+    return min(len(paths), cores())
+
+
+def map_files(
+    fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], paths: Sequence[Path], workers: int | None = None
+) -> list[T]:
+    """``[fn(*call) for call in calls]``, each call reading ``paths[i]``,
+    computed in :func:`worker_count` processes (``fn`` a module-level
+    function; its calls and results pickled). The files are dealt to the
+    workers largest first, each to the least loaded. The first error a
+    worker meets is raised, and every worker is stopped."""
+    n = worker_count(paths, workers)
+    if n <= 1:
+        return [fn(*call) for call in calls]
+    shares: list[list[int]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for i in sorted(range(len(calls)), key=lambda i: -_size(paths[i])):
+        w = loads.index(min(loads))
+        shares[w].append(i)
+        loads[w] += _size(paths[i])
+    results: dict[int, T] = {}
+    errors: list[BaseException] = []
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(n)]  # a worker's stderr
+        procs = [
+            stack.enter_context(
+                subprocess.Popen(
+                    [sys.executable, "-m", "tracegraph.ingest.parallel"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                )
+            )
+            for log in logs
+        ]
+
+        def run(proc: subprocess.Popen[bytes], share: list[int]) -> None:
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(pickle.dumps((fn.__module__, fn.__qualname__, [calls[i] for i in share])))
+                proc.stdin.close()
+                for i in share:
+                    status, value = _receive(proc.stdout)
+                    if status == "error":
+                        raise value
+                    results[i] = value
+            except BaseException as e:  # handed to the caller's thread
+                errors.append(e)
+                for p in procs:
+                    p.kill()
+
+        threads = [threading.Thread(target=run, args=pair, daemon=True) for pair in zip(procs, shares, strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for p, log in zip(procs, logs, strict=True):
+            if p.wait() not in (0, -9) and not errors:
+                log.seek(0)
+                errors.append(RuntimeError(f"a parse worker failed: {_last_line(log.read())}"))
+    if errors:
+        first = next((e for e in errors if not isinstance(e, (EOFError, BrokenPipeError))), errors[0])
+        if isinstance(first, (EOFError, BrokenPipeError)):
+            raise RuntimeError("a parse worker ended early") from first
+        raise first
+    return [results[i] for i in range(len(calls))]
+
+
+def _receive(stream: IO[bytes]) -> tuple[str, Any]:
+    """One (status, value) a worker wrote: its length (8 bytes), then its pickle."""
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("worker ended")
+    (size,) = struct.unpack("<Q", head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("worker ended")
+    status, value = pickle.loads(data)
+    return str(status), value
+
+
+def _send(stream: IO[bytes], status: str, value: Any) -> None:
+    data = pickle.dumps((status, value), protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _last_line(err: bytes) -> str:
+    lines = err.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else "no message"
+
+
+def _serve() -> None:
+    """A worker: the calls from stdin, each result to stdout when done; the
+    first error is sent back and ends the worker."""
+    gc.disable()  # what a parse builds holds no cycles (see pipeline.collector_paused)
+    module, name, calls = pickle.load(sys.stdin.buffer)
+    fn = getattr(importlib.import_module(module), name)
+    out = sys.stdout.buffer
+    for call in calls:
+        try:
+            value = fn(*call)
+        except Exception as e:  # sent to the parent, which raises it
+            try:
+                _send(out, "error", e)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                _send(out, "error", RuntimeError(f"{type(e).__name__}: {e}"))
+            return
+        _send(out, "ok", value)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+if __name__ == "__main__":
+    _serve()

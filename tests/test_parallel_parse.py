@@ -1,0 +1,137 @@
+"""Rank files read in worker processes (ingest/parallel.py) make the same
+trace as read one after the other in this process, and a Kineto file
+streamed event by event the same as one decoded whole
+(ingest/formats/kineto/read.py): the faster ways of reading change no row.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import kineto_builder as kb
+import pandas.testing as pdt
+import pytest
+
+from tracegraph.errors import InputError, UserError
+from tracegraph.ingest import parallel
+from tracegraph.ingest.formats.kineto import read as kineto_read
+from tracegraph.ingest.formats.kineto import trace as kineto
+from tracegraph.ingest.frames import TraceFrames
+
+DATA = Path(__file__).parent / "data"
+DLRM = sorted((DATA / "nccl_dlrm").glob("*.pt.trace.json.gz"))
+GLOO = sorted((DATA / "pytorch_dist").glob("straggler.rank*.json.gz"))
+TABLES = ("ops", "kernels", "allocations", "syncs", "devices", "streams", "allocators")
+
+
+def assert_same_trace(a: TraceFrames, b: TraceFrames) -> None:
+    for table in TABLES:
+        pdt.assert_frame_equal(getattr(a, table), getattr(b, table), obj=table)
+    assert a.meta == b.meta
+    assert a.sources == b.sources
+
+
+@pytest.mark.parametrize("files", [DLRM, GLOO], ids=["nccl-8-ranks", "gloo-4-ranks"])
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_make_the_same_trace_as_one_process(files, workers):
+    # 3 workers for 8 files: shares of 3, 3 and 2 files, results back in file order.
+    alone = kineto.parse_many(files, workers=1)
+    together = kineto.parse_many(files, workers=workers)
+    assert_same_trace(alone, together)
+    # Not vacuous: every rank's rows are there, under its own prefix.
+    ranks = json.loads(together.meta["ranks"])
+    assert ranks == list(range(len(files)))
+    assert {t.split("/")[0] for t in together.ops["thread"].dropna()} == {f"rank{r}" for r in ranks}
+
+
+def test_a_workers_error_names_its_file_and_stops_the_job(tmp_path):
+    files = [shutil.copy(p, tmp_path / p.name) for p in DLRM[:4]]
+    bad = Path(files[2])
+    bad.write_bytes(gzip.compress(gzip.decompress(bad.read_bytes())[:20_000]))
+    with pytest.raises(InputError) as e:
+        kineto.parse_many([Path(f) for f in files], workers=2)
+    assert str(e.value) == f"{bad}: truncated JSON (the file ends inside the trace)"
+
+
+def test_a_rank_named_after_the_events_is_numbered_as_in_one_process(tmp_path):
+    # distributedInfo after traceEvents: unknown when the files are dealt to
+    # the workers, so the file without a rank is numbered again (rank 1, not 0).
+    plain = kb.write(tmp_path / "plain.json.gz", kb.document())
+    doc = kb.document()
+    doc["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 2}  # last key: after the events
+    assert list(doc)[-1] == "distributedInfo"
+    late = kb.write(tmp_path / "late.json.gz", doc)
+    alone = kineto.parse_many([plain, late], workers=1)
+    together = kineto.parse_many([plain, late], workers=2)
+    assert_same_trace(alone, together)
+    plain_devices = {d for d, s in zip(together.devices["name"], together.devices["uid"], strict=True) if "rank1/" in d}
+    assert plain_devices == {"rank1/cpu", "rank1/cuda:0"}
+    assert json.loads(together.meta["distributed_infos"])["0"]["rank"] == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*sorted((DATA / "kineto").glob("*.json.gz")), *sorted((DATA / "hta").glob("*.json.gz")), DLRM[0]],
+    ids=lambda p: p.name,
+)
+def test_streamed_and_whole_reads_make_the_same_trace(path, monkeypatch):
+    whole = kineto.parse(path)
+    monkeypatch.setattr(kineto_read, "IN_MEMORY_JSON_BYTES", 0)  # every file streamed
+    streamed = kineto.parse(path)
+    assert_same_trace(whole, streamed)
+    assert len(whole.ops) > 0
+
+
+def test_keys_after_the_events_are_read_either_way(tmp_path, monkeypatch):
+    doc = kb.document(rank=3)
+    info = doc.pop("distributedInfo")
+    base = doc.pop("baseTimeNanoseconds")
+    doc["distributedInfo"], doc["baseTimeNanoseconds"] = info, base  # both after traceEvents
+    path = kb.write(tmp_path / "tail.json", doc, gz=False)
+    expected = kineto.parse(kb.write(tmp_path / "head.json", kb.document(rank=3), gz=False))
+    for in_memory in (1 << 30, 0):
+        monkeypatch.setattr(kineto_read, "IN_MEMORY_JSON_BYTES", in_memory)
+        got = kineto.parse(path)
+        assert json.loads(got.meta["distributed_info"])["rank"] == 3
+        pdt.assert_frame_equal(got.ops, expected.ops)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["traceEvents"].__setitem__(4, 17), "traceEvents[4]): an event is not a JSON object"),
+        (lambda d: d["traceEvents"][6].__setitem__("args", [1, 2]), "traceEvents[6]): args is not an object"),
+        (lambda d: d.__setitem__("traceEvents", {"a": 1}), "traceEvents): traceEvents is not a list"),
+    ],
+)
+def test_bad_shapes_are_the_same_one_line_error_either_way(tmp_path, monkeypatch, mutate, message):
+    doc = kb.document()
+    mutate(doc)
+    path = kb.write(tmp_path / "bad.json", doc, gz=False)
+    for in_memory in (1 << 30, 0):
+        monkeypatch.setattr(kineto_read, "IN_MEMORY_JSON_BYTES", in_memory)
+        with pytest.raises(InputError) as e:
+            kineto.parse(path)
+        assert str(e.value) == f"{path} ({message}", in_memory
+
+
+def test_how_many_workers(tmp_path, monkeypatch):
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    small = [tmp_path / f"r{i}.json" for i in range(4)]
+    for p in small:
+        p.write_bytes(b"{}")
+    assert parallel.worker_count(small) == 1  # a small job: not worth a process
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(parallel.MIN_PARALLEL_BYTES)
+    assert parallel.worker_count([*small, big]) == min(5, parallel.cores())
+    assert parallel.worker_count([big]) == 1  # one file
+    assert parallel.worker_count(small, 8) == 4  # never more than the files
+    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
+    assert parallel.worker_count(small) == 3
+    monkeypatch.setenv(parallel.WORKERS_ENV, "many")
+    with pytest.raises(UserError, match="TRACEGRAPH_PARSE_WORKERS must be a whole number"):
+        parallel.worker_count(small)
