@@ -155,6 +155,99 @@ def test_batch_boundaries_change_nothing(graph, monkeypatch):
     assert a == b
 
 
+DATA = Path(__file__).parent / "data"
+
+
+def _bulk_and_statements(graph, monkeypatch, paths, name):
+    """The dumps of ``paths`` stored by FalkorDB's bulk insert and by Cypher statements."""
+    monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
+    ingest(graph, paths, f"{name}-cypher")
+    monkeypatch.delenv("TRACEGRAPH_FALKORDB_LOADER")
+    ingest(graph, paths, f"{name}-bulk")
+    return _dump(graph, f"{name}-bulk"), _dump(graph, f"{name}-cypher")
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [SEED_STEPSTATS],  # tensors, allocations, memory timelines, dependencies
+        sorted((DATA / "nccl_dlrm").glob("*.gz")),  # 8 ranks: collectives, list properties, kernels
+        [DATA / "kineto" / "lstm-cpu.pt.trace.json.gz"],
+    ],
+    ids=["stepstats", "nccl-job", "kineto-cpu"],
+)
+def test_bulk_insert_stores_what_statements_store(graph, monkeypatch, paths):
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's two loaders")
+    bulk, statements = _bulk_and_statements(graph, monkeypatch, paths, "loaders")
+    assert bulk == statements
+    nodes, rels = bulk
+    assert len(nodes) > 100 and len(rels) > 100
+
+
+def test_bulk_insert_blob_and_call_boundaries_change_nothing(graph, monkeypatch):
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's bulk loader")
+    from tracegraph.db import falkor_bulk
+
+    monkeypatch.setattr(falkor_bulk, "BLOB_ROWS", 7)
+    monkeypatch.setattr(falkor_bulk, "CALL_BYTES", 3000)
+    bulk, statements = _bulk_and_statements(graph, monkeypatch, [SEED_STEPSTATS], "blobs")
+    assert bulk == statements
+
+
+def test_unusual_strings_travel_in_bulk_and_a_nul_is_stored_as_its_symbol(graph, monkeypatch, tmp_path):
+    """Non-ASCII text, control characters, quotes and backslashes travel in
+    bulk as they are; a NUL character (which ends a string in FalkorDB) is
+    stored as U+2400 by both loaders (before, such a trace failed to load)."""
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's loaders")
+    import kineto_builder as kb
+
+    from tracegraph.db import falkor_bulk
+
+    names = {"odd": 'aten::mm \u00e9\u4e2d\t"q"\\ \x01', "nul": "aten::mm\x00tail"}
+    sent = []
+    real = falkor_bulk.load
+    monkeypatch.setattr(falkor_bulk, "load", lambda *a: sent.append(a[2]) or real(*a))
+    for name, text in names.items():
+        doc = kb.document()
+        doc["traceEvents"][1]["name"] = text
+        bulk, statements = _bulk_and_statements(graph, monkeypatch, [kb.write(tmp_path / f"{name}.json.gz", doc)], name)
+        assert bulk == statements
+    assert sent == ["odd-bulk", "nul-bulk"]  # neither fell back to statements
+    stored = {
+        name: graph.run("MATCH (o:Op {uid: 'op:0:1'}) RETURN o.name", trace=f"{name}-bulk").rows[0][0] for name in names
+    }
+    assert stored == {"odd": names["odd"], "nul": "aten::mm\u2400tail"}
+
+
+def test_a_value_bulk_cannot_carry_sends_the_trace_by_statements(graph, monkeypatch):
+    """NotBulkable met after the first bulk call (the load's graph begun):
+    that graph is removed and the trace written by statements instead."""
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's loaders")
+    from tracegraph.db import falkor_bulk
+
+    monkeypatch.setattr(falkor_bulk, "CALL_BYTES", 3000)
+    real = falkor_bulk._Calls.flush
+    calls = []
+
+    def flush(self):
+        calls.append(self.key)
+        if len(calls) == 2:
+            raise falkor_bulk.NotBulkable("a value with no bulk type")
+        real(self)
+
+    monkeypatch.setattr(falkor_bulk._Calls, "flush", flush)
+    ingest(graph, [SEED_STEPSTATS], "fallback-bulk")
+    monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
+    ingest(graph, [SEED_STEPSTATS], "fallback-cypher")
+    assert _dump(graph, "fallback-bulk") == _dump(graph, "fallback-cypher")
+    assert len(calls) == 2 and not graph._redis.exists(calls[0])  # the begun bulk graph is gone
+    assert graph._redis.keys("tracegraph:load:*") == []
+
+
 # ---------------------------------------------------------------- crashes
 
 

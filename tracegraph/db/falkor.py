@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -220,15 +221,7 @@ class FalkorGraph:
         try:
             lease.ping()  # the lease holds from here until the connection closes
             props = {**tables.trace_props, "trace": name, "uid": "trace", "status": "ready"}
-            res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
-            checkpoint("load-started")
-
-            def run_write(query: str, params: dict[str, Any] | None) -> Result:
-                return self._query(key, query, params, write=True)
-
-            from tracegraph.db import falkor_load  # pandas: only loads pay its import
-
-            falkor_load.load(run_write, name, int(res.rows[0][0]), tables, progress)
+            bulk = self._load(key, name, props, tables, progress)
             self._verify(key, tables)
             checkpoint("load-written")
             self._publish(key, name, tables, replace)
@@ -240,9 +233,33 @@ class FalkorGraph:
             raise
         finally:
             lease.close()
-        self._compact_log()
+        self._compact_log(wait=not bulk)
         counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
         return counts
+
+    def _load(self, key: str, name: str, props: dict[str, Any], tables: TraceTables, progress: Progress | None) -> bool:
+        """Write the trace into the new graph ``key``: by bulk insert (True),
+        or by Cypher statements when a value cannot travel in bulk (or
+        ``TRACEGRAPH_FALKORDB_LOADER=cypher``)."""
+        from tracegraph.db import falkor_bulk, falkor_load  # pandas: only loads pay its import
+
+        if os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") != "cypher":
+            try:
+                falkor_bulk.load(self._redis.execute_command, key, name, _clean(props), tables, progress)
+                checkpoint("load-started")
+                return True
+            except falkor_bulk.NotBulkable:
+                self._redis.unlink(key)
+            except redis.ResponseError as e:
+                raise DatabaseError(f"FalkorDB refused the bulk insert of trace {name!r}: {first_line(e)}") from None
+        res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
+        checkpoint("load-started")
+
+        def run_write(query: str, params: dict[str, Any] | None) -> Result:
+            return self._query(key, query, params, write=True)
+
+        falkor_load.load(run_write, name, int(res.rows[0][0]), tables, progress)
+        return False
 
     def _verify(self, key: str, tables: TraceTables) -> None:
         """The load's graph holds exactly what was written (a lease lost to a
@@ -340,13 +357,16 @@ class FalkorGraph:
             raise DatabaseError(f"FalkorDB at {self._where}: {first_line(e)}") from None
         return removed
 
-    def _compact_log(self) -> None:
+    def _compact_log(self, wait: bool) -> None:
         """Embedded only: once loads have grown the append-only file by
-        AOF_COMPACT_BYTES, rewrite it as a snapshot and wait for the rewrite.
+        AOF_COMPACT_BYTES, rewrite it as a snapshot, and with ``wait`` wait
+        for the rewrite.
 
         The next server start then loads the graphs instead of replaying
-        every load statement; waiting matters because the server may stop
-        soon after this process leaves, and stopping kills a rewrite."""
+        every load. A Cypher load's statements replay slowly, so after one
+        the rewrite is waited for (the server may stop soon after this
+        process leaves, and stopping kills a rewrite); a bulk load replays
+        as fast as it loaded, and the rewrite may finish later or never."""
         if self.backend != "embedded":
             return
         try:
@@ -357,6 +377,8 @@ class FalkorGraph:
                 return
             if not info.get("aof_rewrite_in_progress"):
                 self._redis.bgrewriteaof()
+            if not wait:
+                return
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 info = self._redis.info("persistence")
@@ -439,7 +461,11 @@ def _query_error(e: redis.ResponseError) -> UserError:
 
 
 def _clean(value: Any) -> Any:
-    """NaN/inf are not Cypher literals: send them as null."""
+    """NaN/inf are not Cypher literals: send them as null. A NUL character
+    would end the statement's text: send it as U+2400, as the bulk loader
+    stores it (:data:`falkor_bulk.NUL_SIGN`)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\u2400") if "\x00" in value else value
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     if isinstance(value, dict):

@@ -1,0 +1,289 @@
+"""The FalkorDB bulk loader: a trace's tables into a fresh graph with
+``GRAPH.BULK``, FalkorDB's binary insert for new graphs.
+
+A load always writes a graph of its own (see :mod:`tracegraph.db.falkor`),
+which is exactly what ``GRAPH.BULK`` builds: no Cypher to parse, no
+parameters to decode, no node looked up again. Each call carries blobs of
+nodes of one label or relationships of one type; the server numbers nodes
+in the order they arrive (0, 1, 2, ... across calls), so the loader knows
+every node's id before sending anything, and relationships name their
+ends by those ids. Nodes go first (the Trace node is 0), then
+relationships, in calls of about :data:`CALL_BYTES` so that the server
+answers other clients between them.
+
+A blob is a header (the label or type, NUL-terminated; the property
+count, 4 bytes little-endian; the property names, NUL-terminated), then
+per node its properties, or per relationship its source id and target id
+(8 bytes each) and its properties. A property is a type byte (0 null,
+1 bool, 2 double, 3 string, 4 integer, 5 array) and its value (1 byte; 8
+bytes; UTF-8 and a NUL; 8 bytes; a count of 8 bytes and that many typed
+values). A null property is left out, as in the Cypher loader.
+
+FalkorDB's strings end at a NUL character, in bulk blobs and in Cypher
+text alike, so a NUL in a string is stored as U+2400 (the symbol for NUL)
+by both loaders. A value the bulk format has no type for (an integer past
+64 bits) raises :class:`NotBulkable`, and the caller writes the trace with
+the Cypher loader (:mod:`tracegraph.db.falkor_load`) instead.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Iterator
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracegraph.db.base import Progress, TraceTables
+from tracegraph.db.values import column_values
+from tracegraph.errors import DatabaseError
+
+# About this many bytes of blobs per GRAPH.BULK call (the server holds the
+# graph's write lock while it reads one; Redis takes at most 512 MB per blob).
+CALL_BYTES = 32 << 20
+# Rows per blob: a blob is built in memory whole.
+BLOB_ROWS = 50_000
+
+# What a NUL character in a string is stored as (FalkorDB's strings end at NUL).
+NUL_SIGN = "\u2400"
+_NULL = b"\x00"
+_TRUE = b"\x01\x01"
+_FALSE = b"\x01\x00"
+_LONG = struct.Struct("<Bq")
+_DOUBLE = struct.Struct("<Bd")
+_COUNT = struct.Struct("<Bq")
+_ENDS = np.dtype([("src", "<u8"), ("dst", "<u8")])
+
+# Runs one server command (``execute_command`` of a redis client).
+Execute = Callable[..., Any]
+
+
+class NotBulkable(ValueError):
+    """A value the bulk format has no type for."""
+
+
+def load(
+    execute: Execute, key: str, trace: str, trace_props: dict[str, Any], tables: TraceTables, progress: Progress | None
+) -> None:
+    """Create graph ``key`` (which must not exist) holding the Trace node
+    (``trace_props``) and ``tables`` as trace ``trace``."""
+    ids = _NodeIds(tables)
+    calls = _Calls(execute, key)
+    calls.add_nodes(_header("Trace", list(trace_props)) + b"".join(_value(v) for v in trace_props.values()), 1)
+    total = tables.elements()
+    done = 0
+    for t in tables.nodes:
+        for part in _chunks(t.frame):
+            names, cells = _columns(part, ["uid", *t.columns], tables.int_columns)
+            names.append("trace")
+            cells.append([_value(trace)] * len(part))
+            calls.add_nodes(_header(t.label, names) + b"".join(chain.from_iterable(zip(*cells))), len(part))
+            done += len(part)
+            if progress:
+                progress(done, total)
+    calls.flush()
+    member = dict((label, rel) for rel, label in tables.membership)
+    for t in tables.nodes:
+        rel = member.get(t.label)
+        if rel is not None and len(t.frame):
+            first = ids.first[t.label]
+            ends = np.empty(len(t.frame), dtype=_ENDS)
+            ends["src"] = 0
+            ends["dst"] = np.arange(first, first + len(t.frame), dtype=np.uint64)
+            for i in range(0, len(ends), BLOB_ROWS):
+                calls.add_edges(_header(rel, []) + ends[i : i + BLOB_ROWS].tobytes(), len(ends[i : i + BLOB_ROWS]))
+    for r in tables.rels:
+        if not len(r.frame):
+            continue
+        for part in _chunks(r.frame):
+            ends = np.empty(len(part), dtype=_ENDS)
+            ends["src"] = ids.of(r.start, part[r.src], r.type)
+            ends["dst"] = ids.of(r.end, part[r.dst], r.type)
+            if not r.columns:
+                calls.add_edges(_header(r.type, []) + ends.tobytes(), len(part))
+            else:
+                names, cells = _columns(part, list(r.columns), tables.int_columns)
+                cells.insert(0, _rows(ends.tobytes(), 16))
+                calls.add_edges(_header(r.type, names) + b"".join(chain.from_iterable(zip(*cells))), len(part))
+            done += len(part)
+            if progress:
+                progress(done, total)
+    calls.flush()
+
+
+class _NodeIds:
+    """The id the server gives each node: the Trace node 0, then every node
+    table's rows in order."""
+
+    def __init__(self, tables: TraceTables) -> None:
+        self.first: dict[str, int] = {}
+        self.index: dict[str, pd.Index] = {}
+        n = 1
+        for t in tables.nodes:
+            self.first[t.label] = n
+            self.index[t.label] = pd.Index(t.frame["uid"].to_numpy(dtype=object))
+            n += len(t.frame)
+
+    def of(self, label: str, uids: pd.Series, rel: str) -> np.ndarray:
+        at = self.index[label].get_indexer(pd.Index(uids.to_numpy(dtype=object)))
+        if (at < 0).any():
+            missing = uids.to_numpy(dtype=object)[at < 0][0]
+            raise DatabaseError(f"a {rel} relationship names {label} {missing!r}, which the trace does not hold")
+        return at.astype(np.uint64) + self.first[label]
+
+
+class _Calls:
+    """Blobs gathered into GRAPH.BULK calls of about CALL_BYTES; the first
+    call creates the graph (BEGIN)."""
+
+    def __init__(self, execute: Execute, key: str) -> None:
+        self.execute = execute
+        self.key = key
+        self.begun = False
+        self.blobs: list[bytes] = []
+        self.size = 0
+        self.nodes = 0
+        self.edges = 0
+
+    def add_nodes(self, blob: bytes, count: int) -> None:
+        if self.edges:
+            self.flush()
+        self._add(blob)
+        self.nodes += count
+
+    def add_edges(self, blob: bytes, count: int) -> None:
+        if self.nodes:
+            self.flush()
+        self._add(blob)
+        self.edges += count
+
+    def _add(self, blob: bytes) -> None:
+        if self.blobs and self.size + len(blob) > CALL_BYTES:
+            self.flush()
+        self.blobs.append(blob)
+        self.size += len(blob)
+
+    def flush(self) -> None:
+        if not self.blobs:
+            return
+        node_blobs = len(self.blobs) if self.nodes else 0
+        head = ["BEGIN"] if not self.begun else []
+        counts = [self.nodes, self.edges, node_blobs, len(self.blobs) - node_blobs]
+        reply = self.execute("GRAPH.BULK", self.key, *head, *map(str, counts), *self.blobs)
+        text = reply.decode() if isinstance(reply, bytes) else str(reply)
+        if text != f"{self.nodes} nodes created, {self.edges} edges created":
+            raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {self.nodes} nodes, {self.edges} edges")
+        self.begun = True
+        self.blobs, self.size, self.nodes, self.edges = [], 0, 0, 0
+
+
+def _chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    for i in range(0, len(frame), BLOB_ROWS):
+        yield frame.iloc[i : i + BLOB_ROWS]
+
+
+def _header(name: str, properties: list[str]) -> bytes:
+    names = b"".join(_text(p) + b"\x00" for p in properties)
+    return _text(name) + b"\x00" + struct.pack("<I", len(properties)) + names
+
+
+def _columns(frame: pd.DataFrame, columns: list[str], ints: frozenset[str]) -> tuple[list[str], list[list[bytes]]]:
+    """The columns' property names, in the order their cells come, and
+    the cell lists to interleave row by row. Numeric columns without a
+    null come first, as one fixed-width block per row (numpy packs them);
+    then every other column (strings encoded and split in one go)."""
+    fixed: list[tuple[str, np.ndarray]] = []
+    names: list[str] = []
+    cells: list[list[bytes]] = []
+    for c in columns:
+        col = frame[c]
+        kind = col.dtype.kind
+        if kind == "f" and c not in ints and np.isfinite(arr := col.to_numpy(dtype=np.float64)).all():
+            fixed.append((c, arr))
+        elif kind in "ib":
+            fixed.append((c, col.to_numpy()))
+        else:
+            names.append(c)
+            cells.extend(_cells(col, c in ints))
+    if not fixed:
+        return names, cells
+    layout: list[tuple[str, str]] = []
+    for c, arr in fixed:
+        layout += [(f"{c}:t", "u1"), (f"{c}:v", {"b": "u1", "i": "<i8", "f": "<f8"}[arr.dtype.kind])]
+    block = np.empty(len(frame), dtype=layout)
+    for c, arr in fixed:
+        block[f"{c}:t"] = {"b": 1, "i": 4, "f": 2}[arr.dtype.kind]
+        block[f"{c}:v"] = arr
+    return [c for c, _ in fixed] + names, [_rows(block.tobytes(), block.dtype.itemsize), *cells]
+
+
+def _rows(buf: bytes, width: int) -> list[bytes]:
+    """``buf`` cut into rows of ``width`` bytes."""
+    return [buf[i : i + width] for i in range(0, len(buf), width)]
+
+
+def _cells(column: pd.Series, integer: bool) -> list[list[bytes]]:
+    """One column's cells, as one or two lists to interleave row by row
+    (the rules of :func:`values.column_values`: a null is a left-out
+    property)."""
+    n = len(column)
+    if column.dtype.kind == "f" and not integer:
+        arr = column.to_numpy(dtype=np.float64)
+        packed = np.empty(n, dtype=[("t", "u1"), ("v", "<f8")])
+        packed["t"] = 2
+        packed["v"] = arr
+        cells = _rows(packed.tobytes(), 9)
+        for i in np.flatnonzero(~np.isfinite(arr)).tolist():
+            cells[i] = _NULL
+        return [cells]
+    values = column_values(column, integer)
+    kinds = set(map(type, values))
+    if kinds <= {type(None)}:
+        return [[_NULL] * n]
+    if kinds <= {str, type(None)}:
+        return _strings(values)
+    return [[_value(v) for v in values]]
+
+
+def _strings(values: list[str | None]) -> list[list[bytes]]:
+    """A column of strings (or nulls) as two cell lists: ``03 <utf-8>`` (or
+    nothing, for a null), then the NUL that ends the string (or is the
+    null's type byte). Encoded and split in one go each, in C."""
+    if None in values:
+        text = "\x00".join("" if v is None else "\x03" + v for v in values)
+    else:
+        text = "\x03" + "\x00\x03".join(values)  # type: ignore[arg-type]
+    if text.count("\x00") != len(values) - 1:  # a NUL inside a string
+        return [[_value(v) for v in values]]
+    return [text.encode("utf-8").split(b"\x00"), [_NULL] * len(values)]
+
+
+def _value(v: Any) -> bytes:
+    """One property value in the bulk format (None, NaN and infinities: null)."""
+    if v is None:
+        return _NULL
+    t = type(v)
+    if t is str:
+        return b"\x03" + _text(v) + b"\x00"
+    if t is bool:
+        return _TRUE if v else _FALSE
+    if t is int:
+        if not -(2**63) <= v < 2**63:
+            raise NotBulkable(f"integer {v} does not fit 64 bits")
+        return _LONG.pack(4, v)
+    if t is float:
+        return _DOUBLE.pack(2, v) if math.isfinite(v) else _NULL
+    if t is list or t is tuple:
+        return _COUNT.pack(5, len(v)) + b"".join(_value(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return _value(v.tolist())
+    if hasattr(v, "item"):  # a numpy scalar
+        return _value(v.item())
+    raise NotBulkable(f"a {t.__name__} property")
+
+
+def _text(s: str) -> bytes:
+    return s.replace("\x00", NUL_SIGN).encode("utf-8")
