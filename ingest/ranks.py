@@ -43,9 +43,12 @@ RANK_COLUMNS = schema.TABLE["ranks"].names()
 
 
 def rank_of(names: pd.Series) -> np.ndarray:
-    """The rank of each thread or device name: its ``rank<r>/`` prefix, else 0."""
-    found = names.astype(str).str.extract(RANK_PREFIX, expand=False)
-    return pd.to_numeric(found, errors="coerce").fillna(0).astype(np.int64).to_numpy()
+    """The rank of each thread or device name: its ``rank<r>/`` prefix, else 0
+    (read once per distinct name: a job has a few threads, and 10^5 ops)."""
+    codes, uniques = pd.factorize(names.astype(str))
+    found = [RANK_PREFIX.match(u) for u in uniques.tolist()]
+    ranks = np.array([int(m[1]) if m else 0 for m in found], dtype=np.int64)
+    return ranks[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
 def kernel_ranks(tf: TraceFrames, streams: pd.Series) -> np.ndarray:

@@ -117,19 +117,28 @@ def test_replace_and_drop_cycles_past_16384_nodes_keep_every_answer(tmp_path, mo
 
 
 @pytest.mark.slow
-def test_server_killed_in_the_middle_of_a_load(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "loader",
+    [
+        {"TRACEGRAPH_FALKORDB_LOADER": "cypher", "TRACEGRAPH_BATCH_ROWS": "10"},
+        {"TRACEGRAPH_BULK_BLOB_ROWS": "10", "TRACEGRAPH_BULK_CALL_BYTES": "1"},
+    ],
+    ids=["statements", "bulk"],
+)
+def test_server_killed_in_the_middle_of_a_load(tmp_path, monkeypatch, loader):
     """kill -9 of the database server while a load writes: the ingest fails
     with one line, the next command finds the database as it was (the
     partial load found and removed), and the trace can be ingested.
 
-    The load writes in batches of 10 rows (thousands of them); once it has
+    The load writes in batches of 10 rows (thousands of them), by either
+    loader (Cypher statements, or bulk insert calls); once it has
     begun, the CLI is paused (SIGSTOP) so that the kill lands in the middle
     of it however fast or busy the machine is, then resumed."""
     home = tmp_path / "home"
     monkeypatch.setenv("TRACEGRAPH_HOME", str(home))
     run_cli("ingest", str(SEED_STEPSTATS), "--trace", "kept", home=home, check=True)
     files = generate.write(generate.generate(2000, seed=5), tmp_path)
-    env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="60", TRACEGRAPH_BATCH_ROWS="10")
+    env = dict(os.environ, TRACEGRAPH_HOME=str(home), TRACEGRAPH_IDLE_S="60", **loader)
     env.pop("TRACEGRAPH_DB", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracegraph.cli", "ingest", str(files["binary"]), "--trace", "big"],

@@ -245,13 +245,11 @@ class FalkorGraph:
 
         if os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") != "cypher":
             try:
-                falkor_bulk.load(self._redis.execute_command, key, name, _clean(props), tables, progress)
+                falkor_bulk.load(self._bulk_call, key, name, _clean(props), tables, progress)
                 checkpoint("load-started")
                 return True
             except falkor_bulk.NotBulkable:
                 self._redis.unlink(key)
-            except redis.ResponseError as e:
-                raise DatabaseError(f"FalkorDB refused the bulk insert of trace {name!r}: {first_line(e)}") from None
         res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
         checkpoint("load-started")
 
@@ -260,6 +258,15 @@ class FalkorGraph:
 
         falkor_load.load(run_write, name, int(res.rows[0][0]), tables, progress)
         return False
+
+    def _bulk_call(self, *args: Any) -> Any:
+        """One GRAPH.BULK command (``args`` after the command's name)."""
+        try:
+            return self._redis.execute_command("GRAPH.BULK", *args)
+        except redis.ConnectionError as e:
+            raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e)}") from None
+        except redis.ResponseError as e:
+            raise DatabaseError(f"FalkorDB refused a bulk insert: {first_line(e)}") from None
 
     def _verify(self, key: str, tables: TraceTables) -> None:
         """The load's graph holds exactly what was written (a lease lost to a

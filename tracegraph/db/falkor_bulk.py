@@ -29,6 +29,7 @@ the Cypher loader (:mod:`tracegraph.db.falkor_load`) instead.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Callable, Iterator
 from itertools import chain
@@ -43,9 +44,9 @@ from tracegraph.errors import DatabaseError
 
 # About this many bytes of blobs per GRAPH.BULK call (the server holds the
 # graph's write lock while it reads one; Redis takes at most 512 MB per blob).
-CALL_BYTES = 32 << 20
+CALL_BYTES = int(os.environ.get("TRACEGRAPH_BULK_CALL_BYTES", str(32 << 20)))
 # Rows per blob: a blob is built in memory whole.
-BLOB_ROWS = 50_000
+BLOB_ROWS = int(os.environ.get("TRACEGRAPH_BULK_BLOB_ROWS", "50000"))
 
 # What a NUL character in a string is stored as (FalkorDB's strings end at NUL).
 NUL_SIGN = "\u2400"
@@ -57,7 +58,7 @@ _DOUBLE = struct.Struct("<Bd")
 _COUNT = struct.Struct("<Bq")
 _ENDS = np.dtype([("src", "<u8"), ("dst", "<u8")])
 
-# Runs one server command (``execute_command`` of a redis client).
+# Runs one GRAPH.BULK command: its arguments after the command's name.
 Execute = Callable[..., Any]
 
 
@@ -172,7 +173,7 @@ class _Calls:
         node_blobs = len(self.blobs) if self.nodes else 0
         head = ["BEGIN"] if not self.begun else []
         counts = [self.nodes, self.edges, node_blobs, len(self.blobs) - node_blobs]
-        reply = self.execute("GRAPH.BULK", self.key, *head, *map(str, counts), *self.blobs)
+        reply = self.execute(self.key, *head, *map(str, counts), *self.blobs)
         text = reply.decode() if isinstance(reply, bytes) else str(reply)
         if text != f"{self.nodes} nodes created, {self.edges} edges created":
             raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {self.nodes} nodes, {self.edges} edges")
