@@ -93,6 +93,7 @@ def run_hta(paths: list[str]) -> dict:
             "stream_busy_us": busy,
             "critical_path_us": length,
             "critical_path_ok": bool(ok),
+            "peak_mb": _peak_mb(),  # so far in this process: the traces run in the order given
         }
         print(f"hta {p}: load {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, critical path {t3 - t2:.2f} s", file=sys.stderr)
     return out
@@ -122,11 +123,16 @@ def run_tracegraph(paths: list[str]) -> dict:
             )
             util = run_analysis(graph, "stream-utilization", name, {})
             t2 = time.perf_counter()
-            run_analysis(graph, "observed-critical-path", name, {})
+            # HTA's answer is the path's graph and length; tracegraph's is the
+            # length and where the path's time went (the summary) ...
+            run_analysis(graph, "observed-critical-path-summary", name, {})
             length = graph.run(
                 "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us", {"t": name}, trace=name
             ).rows[0][0]
             t3 = time.perf_counter()
+            # ... and, timed apart, every segment of the path as a row.
+            segments = len(run_analysis(graph, "observed-critical-path", name, {}).rows)
+            t4 = time.perf_counter()
             cols = util.columns
             busy = {r[cols.index("stream")]: r[cols.index("busy_us")] for r in util.rows}
             out[p] = {
@@ -134,13 +140,18 @@ def run_tracegraph(paths: list[str]) -> dict:
                 "timings": report.timings,
                 "kernel_breakdown_s": t2 - t1,
                 "critical_path_s": t3 - t2,
+                "path_rows_s": t4 - t3,
+                "path_segments": segments,
                 "kernels": kernels,
                 "stream_busy_us": busy,
                 "critical_path_us": length,
+                "peak_mb": _peak_mb(),  # so far in this process: the traces run in the order given
+                "worker_peak_mb": _peak_mb(children=True),
+                "server_peak_mb": _server_peak_mb(home),
             }
             print(
                 f"tracegraph {p}: ingest {t1 - t0:.2f} s ({', '.join(f'{k} {v:.2f}' for k, v in report.timings.items())}),"
-                f" kernels+streams {t2 - t1:.2f} s, path {t3 - t2:.2f} s",
+                f" kernels+streams {t2 - t1:.2f} s, path summary {t3 - t2:.2f} s, path rows {t4 - t3:.2f} s",
                 file=sys.stderr,
             )
     finally:
@@ -151,10 +162,22 @@ def run_tracegraph(paths: list[str]) -> dict:
 # --- a job of several rank files --------------------------------------------------------------------
 
 
-def _peak_mb() -> float:
+def _peak_mb(children: bool = False) -> float:
+    """This process's peak memory, or with ``children`` the largest of its
+    ended child processes' (tracegraph's parse workers)."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _server_peak_mb(home: str) -> float:
+    """The peak memory of tracegraph's embedded database server under ``home``."""
+    pid = int((Path(home) / "falkordb" / "server.pid").read_text())
+    return next(
+        int(line.split()[1]) / 1024
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if line.startswith("VmHWM")
+    )
 
 
 def run_hta_job(paths: list[str]) -> dict:
@@ -222,12 +245,7 @@ def run_tracegraph_job(paths: list[str]) -> dict:
             )
             for r in overlap.rows
         }
-        pid = int((Path(home) / "falkordb" / "server.pid").read_text())
-        server_mb = next(
-            int(line.split()[1]) / 1024
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-            if line.startswith("VmHWM")
-        )
+        server_mb = _server_peak_mb(home)
     finally:
         graph.close()
     out = {
@@ -238,6 +256,7 @@ def run_tracegraph_job(paths: list[str]) -> dict:
         "job_analyses_s": t4 - t3,
         "overlap_share": shares,
         "peak_mb": _peak_mb(),
+        "worker_peak_mb": _peak_mb(children=True),
         "server_peak_mb": server_mb,
     }
     print(
@@ -254,9 +273,10 @@ def run_tracegraph_job(paths: list[str]) -> dict:
 def report(hta: dict, tg: dict) -> str:
     lines = [
         "| trace | size | HTA load + breakdown + path (s) | tracegraph ingest + analyses (s) | "
+        "tracegraph every path segment as a row (s) | peak MB HTA | peak MB tracegraph (+ server) | "
         "critical path HTA (us) | observed path tracegraph (us) | diff | kernel names equal / max diff (us) | "
         "streams busy max diff (us) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---:|---:|---|---|---|---|---|",
     ]
     for p in hta:
         h, t = hta[p], tg[p]
@@ -273,7 +293,9 @@ def report(hta: dict, tg: dict) -> str:
         lines.append(
             f"| {Path(p).name} | {size:.1f} MB | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + "
             f"{h['critical_path_s']:.2f} = {hs:.2f} | {t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + "
-            f"{t['critical_path_s']:.2f} = {ts:.2f} | {h['critical_path_us']:,.1f} | "
+            f"{t['critical_path_s']:.2f} = {ts:.2f} | {t.get('path_rows_s', float('nan')):.2f} | "
+            f"{h.get('peak_mb', float('nan')):,.0f} | {t.get('peak_mb', float('nan')):,.0f} "
+            f"(+{t.get('server_peak_mb', float('nan')):,.0f}) | {h['critical_path_us']:,.1f} | "
             f"{t['critical_path_us']:,.1f} | {diff:+.3f}% | {'yes' if names else 'NO'} / {kd:.3g} | {sd:.3g} |"
         )
     return "\n".join(lines)

@@ -32,6 +32,7 @@ import math
 import os
 import struct
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain
 from typing import Any
 
@@ -72,7 +73,13 @@ def load(
     """Create graph ``key`` (which must not exist) holding the Trace node
     (``trace_props``) and ``tables`` as trace ``trace``."""
     ids = _NodeIds(tables)
-    calls = _Calls(execute, key)
+    with _Calls(execute, key) as calls:
+        _send(calls, trace, trace_props, tables, ids, progress)
+
+
+def _send(
+    calls: _Calls, trace: str, trace_props: dict[str, Any], tables: TraceTables, ids: _NodeIds, progress: Progress | None
+) -> None:
     calls.add_nodes(_header("Trace", list(trace_props)) + b"".join(_value(v) for v in trace_props.values()), 1)
     total = tables.elements()
     done = 0
@@ -138,7 +145,9 @@ class _NodeIds:
 
 class _Calls:
     """Blobs gathered into GRAPH.BULK calls of about CALL_BYTES; the first
-    call creates the graph (BEGIN)."""
+    call creates the graph (BEGIN). A call runs in a thread of its own
+    while the next one's blobs are encoded (the server's work overlaps the
+    client's); calls still reach the server one after the other, in order."""
 
     def __init__(self, execute: Execute, key: str) -> None:
         self.execute = execute
@@ -148,6 +157,25 @@ class _Calls:
         self.size = 0
         self.nodes = 0
         self.edges = 0
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-bulk")
+        self.running: Future[None] | None = None
+
+    def __enter__(self) -> _Calls:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Never leave a call running behind the caller's back (the caller
+        # removes a failed load's graph next).
+        try:
+            self.wait()
+        finally:
+            self.pool.shutdown(wait=True)
+
+    def wait(self) -> None:
+        """Until the running call has answered (its error raised here)."""
+        running, self.running = self.running, None
+        if running is not None:
+            running.result()
 
     def add_nodes(self, blob: bytes, count: int) -> None:
         if self.edges:
@@ -168,17 +196,23 @@ class _Calls:
         self.size += len(blob)
 
     def flush(self) -> None:
+        """Send the gathered blobs as one call (once the previous one has answered)."""
         if not self.blobs:
             return
         node_blobs = len(self.blobs) if self.nodes else 0
         head = ["BEGIN"] if not self.begun else []
         counts = [self.nodes, self.edges, node_blobs, len(self.blobs) - node_blobs]
-        reply = self.execute(self.key, *head, *map(str, counts), *self.blobs)
-        text = reply.decode() if isinstance(reply, bytes) else str(reply)
-        if text != f"{self.nodes} nodes created, {self.edges} edges created":
-            raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {self.nodes} nodes, {self.edges} edges")
+        args = [self.key, *head, *map(str, counts), *self.blobs]
+        self.wait()
+        self.running = self.pool.submit(self._call, args, self.nodes, self.edges)
         self.begun = True
         self.blobs, self.size, self.nodes, self.edges = [], 0, 0, 0
+
+    def _call(self, args: list[Any], nodes: int, edges: int) -> None:
+        reply = self.execute(*args)
+        text = reply.decode() if isinstance(reply, bytes) else str(reply)
+        if text != f"{nodes} nodes created, {edges} edges created":
+            raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {nodes} nodes, {edges} edges")
 
 
 def _chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
