@@ -209,6 +209,7 @@ def run_hta_job(paths: list[str]) -> dict:
         "overlap_s": t3 - t2,
         "overlap_share": shares,
         "peak_mb": _peak_mb(),
+        "worker_peak_mb": _peak_mb(children=True),  # HTA's parse workers, the largest
     }
     print(f"hta job: load {t1 - t0:.2f} s, kernels {t2 - t1:.2f} s, overlap {t3 - t2:.2f} s", file=sys.stderr)
     return out

@@ -78,7 +78,12 @@ def load(
 
 
 def _send(
-    calls: _Calls, trace: str, trace_props: dict[str, Any], tables: TraceTables, ids: _NodeIds, progress: Progress | None
+    calls: _Calls,
+    trace: str,
+    trace_props: dict[str, Any],
+    tables: TraceTables,
+    ids: _NodeIds,
+    progress: Progress | None,
 ) -> None:
     calls.add_nodes(_header("Trace", list(trace_props)) + b"".join(_value(v) for v in trace_props.values()), 1)
     total = tables.elements()

@@ -15,6 +15,7 @@ their name; the op standing for launches outside the trace (type
 
 from __future__ import annotations
 
+import functools
 import re
 
 from tracegraph.ingest.frames import TraceFrames
@@ -28,8 +29,10 @@ _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#|^Optimizer\.")
 _BACKWARD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|Backward\d*\b")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def own_phase(name: str) -> str | None:
-    """The phase an op's name alone gives, or None (inherit)."""
+    """The phase an op's name alone gives, or None (inherit); names repeat,
+    so each is matched once."""
     if name.startswith("ProfilerStep#"):
         return "other"
     if _COMMUNICATION.search(name):

@@ -229,12 +229,14 @@ class EventReader:
         file_type = msgspec.defstruct("TraceFile", [("traceEvents", list[self.event_type]), *header])  # type: ignore[name-defined]
         self._decoder = msgspec.json.Decoder(file_type, float_hook=Decimal)
 
-    def args(self, ev: Event) -> dict[str, Any]:
-        """The event's args among the named ones that the file gives."""
+    def args(self, ev: Event, first: int | None = None) -> dict[str, Any]:
+        """The event's args among the named ones (the ``first`` names only,
+        when given) that the file gives, in the order named."""
         if ev.args is None:
             return {}
         values = msgspec.structs.astuple(ev.args)
-        return {k: v for k, v in zip(self.arg_names, values, strict=True) if v is not msgspec.UNSET}
+        names = self.arg_names if first is None else self.arg_names[:first]
+        return {k: v for k, v in zip(names, values) if v is not msgspec.UNSET}
 
     def read(self, path: Path) -> tuple[dict[str, Any], Sequence[Event] | Iterator[Event]]:
         """The file's top-level keys (:data:`HEADER_KEYS` it gives) and its

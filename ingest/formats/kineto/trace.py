@@ -108,6 +108,7 @@ without ``dur`` or with a negative one, a ``[memory]`` record without
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import json
 import re
@@ -115,6 +116,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 
 from tracegraph.errors import InputError
@@ -218,9 +220,21 @@ _MEMORY_ARGS = ("Bytes", "Addr", "Total Allocated", "Device Type", "Device Id")
 # grid sizes) is most of a trace's bytes and is never built.
 _READER = kineto_read.EventReader(list(dict.fromkeys(_KEPT_ARGS + _KERNEL_ARGS + _SYNC_ARGS + _MEMORY_ARGS)))
 
-# One encoder for every op's attrs: json.dumps with an argument builds a
-# new encoder per call (measurable at 300k ops).
-_attrs_json = json.JSONEncoder(default=str).encode
+# One encoder for every op's attrs (msgspec: 5x json's; numbers the reader
+# kept as Decimal are written as strings, anything else unusual as its str).
+_ATTRS_ENCODER = msgspec.json.Encoder(enc_hook=str)
+
+
+def _attrs_json(attrs: dict[str, Any]) -> str:
+    return _ATTRS_ENCODER.encode(attrs).decode("utf-8")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _is_communication(name: str) -> bool:
+    """An NCCL kernel's name (kernel names repeat: each is matched once)."""
+    return _COMM.search(name) is not None
+
+
 # The op that stands for launches outside the trace (see the docstring).
 OUTSIDE_OP_NAME = "[launched outside the trace]"
 
@@ -349,10 +363,9 @@ def _shift(r: _Rank, base: int) -> None:
 
 def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
     """Keep what the graph needs of event ``i``."""
-    where = f"traceEvents[{i}]"
     ph = ev.ph
     if ph is None:
-        raise InputError(r.path, "event has no ph (phase)", where)
+        raise InputError(r.path, "event has no ph (phase)", _where(i))
     if ph == "X":
         cat = "" if ev.cat is None else str(ev.cat).lower()
         host = _HOST_CATS.get(cat)
@@ -360,17 +373,18 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
         if host is None and dev is None and cat != "cuda_sync":
             r.skipped[cat] = r.skipped.get(cat, 0) + 1
             return
-        start = _time(r.path, ev, "ts", where)
-        dur = _time(r.path, ev, "dur", where)
+        start = _time(r.path, ev, "ts", i)
+        dur = _time(r.path, ev, "dur", i)
         if dur < 0:
-            raise InputError(r.path, f"negative duration {ev.dur} for {ev.name!r}", where)
-        args = _READER.args(ev)
+            raise InputError(r.path, f"negative duration {ev.dur} for {ev.name!r}", _where(i))
         name = "" if ev.name is None else str(ev.name)
         if host is not None:
-            kept = {k: args[k] for k in _KEPT_ARGS if k in args}
-            r.ops.append([i, name, host, ev.pid, ev.tid, start, start + dur, kept])
-        elif dev is not None:
-            kind = dev if dev != "kernel" else ("communication" if _COMM.search(name) else "compute")
+            # The reader names _KEPT_ARGS first: an op keeps exactly those.
+            r.ops.append([i, name, host, ev.pid, ev.tid, start, start + dur, _READER.args(ev, len(_KEPT_ARGS))])
+            return
+        args = _READER.args(ev)
+        if dev is not None:
+            kind = dev if dev != "kernel" else ("communication" if _is_communication(name) else "compute")
             device = args.get("device", ev.pid)
             stream = args.get("stream", ev.tid)
             kept = {k: args[k] for k in _KERNEL_ARGS if k in args}
@@ -390,13 +404,13 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
     elif ph == "i" or ph == "I":
         if ev.name != "[memory]":
             return
-        t = _time(r.path, ev, "ts", where)
+        t = _time(r.path, ev, "ts", i)
         args = _READER.args(ev)
         if "Bytes" not in args:
-            raise InputError(r.path, "[memory] record without Bytes", where)
+            raise InputError(r.path, "[memory] record without Bytes", _where(i))
         r.memory.append([i, ev.pid, ev.tid, t, args])
     elif ph in ("s", "f") and ev.cat == "ac2g":
-        t = _time(r.path, ev, "ts", where)
+        t = _time(r.path, ev, "ts", i)
         key = (ev.pid, ev.tid, t)
         if ph == "s":
             r.flows_start[ev.id] = key
@@ -404,14 +418,18 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
             r.flows_end[key] = ev.id
 
 
-def _time(path: Path, ev: kineto_read.Event, key: str, where: str) -> int:
+def _time(path: Path, ev: kineto_read.Event, key: str, i: int) -> int:
     value = getattr(ev, key)
     if value is None:
-        raise InputError(path, f"{ev.name if ev.name is not None else 'event'!r} has no {key}", where)
+        raise InputError(path, f"{ev.name if ev.name is not None else 'event'!r} has no {key}", _where(i))
     try:
         return kineto_read.ns(value)
     except TypeError:
-        raise InputError(path, f"{key} is not a number: {value!r}", where) from None
+        raise InputError(path, f"{key} is not a number: {value!r}", _where(i)) from None
+
+
+def _where(i: int) -> str:
+    return f"traceEvents[{i}]"
 
 
 # --- all ranks -> frames ---------------------------------------------------------------------
@@ -583,24 +601,31 @@ class _Assemble:
     def _rank(self, r: _Rank) -> None:
         cpu = self._device(r, "CPU")
         pre = self.prefix(r)
-        uid_of_index: dict[int, str] = {}
+        uid_prefix = kit.uid(Kind.OP, r.rank) + ":"  # + the event's index: kit.uid(Kind.OP, rank, index)
+        # An op's type and role follow from its name and category, which repeat: worked out once each.
+        kinds: dict[tuple[str, str], tuple[str, str]] = {}
+        threads: dict[tuple[Any, Any], str] = {}
         for o in r.ops:
             index, name, cat, pid, tid, start, end, args = o
-            uid = kit.uid(Kind.OP, r.rank, index)
-            uid_of_index[index] = uid
+            kind = kinds.get((name, cat))
+            if kind is None:
+                kind = kinds[(name, cat)] = (_op_type(name, cat), _role(name, cat).value)
+            thread = threads.get((pid, tid))
+            if thread is None:
+                thread = threads[(pid, tid)] = f"{pre}{pid}:{tid}"
             attrs = {"category": cat, "pid": pid, "tid": tid}
-            attrs.update({k: args[k] for k in _KEPT_ARGS if k in args})
+            attrs.update(args)  # the reader kept only _KEPT_ARGS, in that order
             self.ops.append(
                 {
-                    "uid": uid,
+                    "uid": f"{uid_prefix}{index}",
                     "name": name,
-                    "type": _op_type(name, cat),
+                    "type": kind[0],
                     "device": cpu,
                     "executed": True,
                     "attrs": _attrs_json(attrs),
-                    "thread": f"{pre}{pid}:{tid}",
+                    "thread": thread,
                     "category": cat,
-                    "role": _role(name, cat).value,
+                    "role": kind[1],
                     "phase": None,
                 }
             )
