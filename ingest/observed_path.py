@@ -78,8 +78,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -94,28 +93,25 @@ KERNEL_GAP_LIMIT_US = 1500.0
 _KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
 _EPS = 1e-9
 PATH_COLUMNS = [c.name for c in schema.PATH]
-_T = TypeVar("_T")
 # One segment of the path: (element, kind, start, elapsed, counted).
 Segment = tuple[int, str, float, float, bool]
 
 
-@dataclass
 class _Edges:
-    """Edge lists: source and target node, weight, kind and the element
-    (op or kernel position) a segment on this edge is attributed to."""
+    """The graph's edges as (source node, target node, weight, kind,
+    element) tuples, in the order added: one append per edge (there are
+    several per op), split into columns once, for the pass."""
 
-    src: list[int]
-    dst: list[int]
-    weight: list[float]
-    kind: list[str]
-    attr: list[int]
+    def __init__(self, items: list[tuple[int, int, float, str, int]] | None = None) -> None:
+        self.items = items if items is not None else []
+        self.add = self.items.append
 
-    def add(self, s: int, d: int, w: float, kind: str, attr: int) -> None:
-        self.src.append(s)
-        self.dst.append(d)
-        self.weight.append(w)
-        self.kind.append(kind)
-        self.attr.append(attr)
+    def columns(self) -> tuple[list[int], list[int], list[float], list[str], list[int]]:
+        """Sources, targets, weights, kinds and elements."""
+        if not self.items:
+            return [], [], [], [], []
+        src, dst, weight, kind, attr = map(list, zip(*self.items))
+        return src, dst, weight, kind, attr
 
 
 def observed_path(tf: TraceFrames) -> dict[str, float | None]:
@@ -158,7 +154,8 @@ class _Graph:
         executed = ops["executed"].fillna(True).astype(bool).to_numpy()
         roles = ops["role"].fillna(Role.OP.value).tolist()
         keep = executed & ~np.isnan(start) & ~np.isnan(end) & (end > start)
-        keep &= np.array([r != Role.ANNOTATION.value for r in roles], dtype=bool)
+        annotation = Role.ANNOTATION.value
+        keep &= np.array([r != annotation for r in roles], dtype=bool)
         self.op_rows = np.flatnonzero(keep)
         kstart = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
         kend = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
@@ -172,15 +169,14 @@ class _Graph:
         self.t[1 : 2 * n_ops : 2] = np.maximum(end[self.op_rows], start[self.op_rows])
         self.t[2 * n_ops :: 2] = kstart[self.kernel_rows]
         self.t[2 * n_ops + 1 :: 2] = np.maximum(kend[self.kernel_rows], kstart[self.kernel_rows])
-        self.e = _Edges([], [], [], [], [])
+        self.e = _Edges()
         uids = ops["uid"].tolist()
         self.op_element = {uids[r]: i for i, r in enumerate(self.op_rows)}
         kuids = kernels["uid"].tolist()
         self.kernel_element = {kuids[r]: n_ops + i for i, r in enumerate(self.kernel_rows)}
         # The segment kind of each path op: its role, ``op`` shown as ``cpu_op``.
-        self.role: list[str] = [
-            "cpu_op" if roles[r] not in (Role.RUNTIME.value, Role.SYNC.value) else roles[r] for r in self.op_rows
-        ]
+        device_calls = (Role.RUNTIME.value, Role.SYNC.value)
+        self.role: list[str] = ["cpu_op" if roles[r] not in device_calls else roles[r] for r in self.op_rows.tolist()]
         threads = ops["thread"].tolist()
         devices = ops["device"].tolist()
         device_names = _device_names(tf)
@@ -201,38 +197,40 @@ class _Graph:
     def _host_edges(self, tf: TraceFrames, uids: list[str], threads: list[Any]) -> None:
         parents = tf.ops["parent"].tolist()
         index = {u: i for i, u in enumerate(uids)}
-        keep = set(self.op_rows.tolist())
+        op_rows = self.op_rows.tolist()  # plain ints and floats below: numpy scalars are slow one at a time
+        keep = set(op_rows)
         # nearest ancestor that is a path op
         path_parent: list[int] = []
-        for r in self.op_rows:
+        for r in op_rows:
             p = parents[r]
             while isinstance(p, str) and index[p] not in keep:
                 p = parents[index[p]]
             path_parent.append(self.op_element[p] if isinstance(p, str) else -1)
         children: dict[int, list[tuple[float, float, int]]] = {}
         top: dict[str, list[tuple[tuple[float, float, int], bool]]] = {}
-        seq = pd.to_numeric(tf.ops["seq"], errors="coerce").fillna(np.inf).to_numpy(float)
-        for e, r in enumerate(self.op_rows):
-            key = (self.t[2 * e], seq[r], e)
+        seq = pd.to_numeric(tf.ops["seq"], errors="coerce").fillna(np.inf).to_numpy(float).tolist()
+        t = self.t.tolist()
+        for e, r in enumerate(op_rows):
+            key = (t[2 * e], seq[r], e)
             if path_parent[e] >= 0:
                 children.setdefault(path_parent[e], []).append(key)
             else:
                 top.setdefault(self.resource[e], []).append((key, isinstance(threads[r], str)))
-        t = self.t
-        for e in range(self.n_ops):
-            kind = self.role[e]
+        add, waiting, no_children = self.e.add, self.waiting, ()
+        for e, kind in enumerate(self.role):
             prev = 2 * e
-            for _, _, c in sorted(children.get(e, ())):
-                self.e.add(prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e)
+            mine = children.get(e, no_children)
+            for _, _, c in sorted(mine) if len(mine) > 1 else mine:
+                add((prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e))
                 prev = 2 * c + 1
-            join = self.waiting.get(e)
+            join = waiting.get(e)
             if join is not None and t[prev] <= t[join]:
                 # a call waiting for the last rank: waiting until it arrives, then the collective's own time
-                self.e.add(prev, join, 0.0, kind, e)
-                self.e.add(join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), "communication", e)
+                add((prev, join, 0.0, kind, e))
+                add((join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), "communication", e))
             else:
                 last = 0.0 if kind == "sync" else max(0.0, t[2 * e + 1] - t[prev])
-                self.e.add(prev, 2 * e + 1, last, kind, e)
+                add((prev, 2 * e + 1, last, kind, e))
         for items in top.values():
             items.sort()
             threaded = items[0][1]
@@ -241,7 +239,7 @@ class _Graph:
                 for a, b in itertools.pairwise(elems):
                     # the last rank's time before its collective call held every other rank up
                     late = max(0.0, t[2 * b] - t[2 * a + 1]) if b in self.late else 0.0
-                    self.e.add(2 * a + 1, 2 * b, late, "idle", b)
+                    self.e.add((2 * a + 1, 2 * b, late, "idle", b))
             else:
                 ends = np.array([t[2 * a + 1] for a in elems])
                 order = np.argsort(ends, kind="stable")
@@ -251,19 +249,19 @@ class _Graph:
                 before = np.searchsorted(sorted_ends, starts, side="right") - 1
                 for b, i in zip(elems, before.tolist()):
                     if i >= 0:
-                        self.e.add(2 * elems[order[i]] + 1, 2 * b, 0.0, "idle", b)
+                        self.e.add((2 * elems[order[i]] + 1, 2 * b, 0.0, "idle", b))
 
     def _dep_edges(self, tf: TraceFrames) -> None:
         for s, d in zip(tf.deps["src"].tolist(), tf.deps["dst"].tolist()):
             a, b = self.op_element.get(s), self.op_element.get(d)
             if a is not None and b is not None and a != b:
-                self.e.add(2 * a + 1, 2 * b, 0.0, "idle", b)
+                self.e.add((2 * a + 1, 2 * b, 0.0, "idle", b))
 
     # --- device side ---
 
     def _kernel_edges(self, tf: TraceFrames) -> None:
         k = tf.kernels.iloc[self.kernel_rows]
-        n_ops, t = self.n_ops, self.t
+        n_ops, t = self.n_ops, self.t.tolist()
         launch = [lu if isinstance(lu, str) else ou for lu, ou in zip(k["launch"].tolist(), k["op"].tolist())]
         waits: dict[int, list[int]] = {}
         for s, d, kind in zip(tf.syncs["src"], tf.syncs["dst"], tf.syncs["kind"]):
@@ -273,12 +271,12 @@ class _Graph:
             if kind == "host_wait":
                 b = self.op_element.get(d)
                 if b is not None:
-                    self.e.add(2 * a + 1, 2 * b + 1, 0.0, "sync", b)
+                    self.e.add((2 * a + 1, 2 * b + 1, 0.0, "sync", b))
             else:
                 b = self.kernel_element.get(d)
                 if b is not None and b != a:
                     waits.setdefault(b, []).append(a)
-                    self.e.add(2 * a + 1, 2 * b, 0.0, "sync", b)
+                    self.e.add((2 * a + 1, 2 * b, 0.0, "sync", b))
         streams = k["stream"].tolist()
         order = sorted(range(len(k)), key=lambda i: (streams[i], t[2 * (n_ops + i)], t[2 * (n_ops + i) + 1], i))
         last: dict[str, int] = {}
@@ -286,10 +284,10 @@ class _Graph:
             e = n_ops + i
             join = self.waiting.get(e)
             if join is not None:  # an NCCL kernel waiting for the last rank, then transferring
-                self.e.add(2 * e, join, 0.0, self.kernel_kind[i], e)
-                self.e.add(join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), self.kernel_kind[i], e)
+                self.e.add((2 * e, join, 0.0, self.kernel_kind[i], e))
+                self.e.add((join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), self.kernel_kind[i], e))
             else:
-                self.e.add(2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e)
+                self.e.add((2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e))
             prev = last.get(streams[i])
             sync_ends = [t[2 * w + 1] for w in waits.get(e, ())]
             op = self.op_element.get(launch[i])
@@ -298,15 +296,15 @@ class _Graph:
                 ls = t[2 * op]
                 counted_launch = (prev is None or t[2 * prev + 1] < ls) and all(se < ls for se in sync_ends)
                 if counted_launch:
-                    self.e.add(2 * op, 2 * e, max(0.0, t[2 * e] - ls), "runtime", op)
+                    self.e.add((2 * op, 2 * e, max(0.0, t[2 * e] - ls), "runtime", op))
                 else:
-                    self.e.add(2 * op, 2 * e, 0.0, "idle", e)
+                    self.e.add((2 * op, 2 * e, 0.0, "idle", e))
             if prev is not None:
                 gap = t[2 * e] - t[2 * prev + 1]
                 counted_gap = (
                     not counted_launch and gap < KERNEL_GAP_LIMIT_US and all(se < t[2 * prev + 1] for se in sync_ends)
                 )
-                self.e.add(2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, "idle", e)
+                self.e.add((2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, "idle", e))
             last[streams[i]] = e
 
     # --- across ranks ---
@@ -373,7 +371,7 @@ class _Graph:
             for e in others:
                 join = self.waiting.get(e)
                 if join is not None:
-                    self.e.add(2 * last, join, 0.0, "communication", e)
+                    self.e.add((2 * last, join, 0.0, "communication", e))
                 elif e < self.n_ops and t[2 * e + 1] <= arrival:
                     starts, elems = after[self.resource[e]]
                     if inside(*busy[self.resource[e]], np.array([arrival]))[0]:
@@ -381,7 +379,7 @@ class _Graph:
                     i = int(np.searchsorted(starts, arrival, side="left"))
                     if i < len(elems):
                         b = int(elems[i])
-                        self.e.add(2 * last, 2 * b, max(0.0, t[2 * b] - arrival), "communication", e)
+                        self.e.add((2 * last, 2 * b, max(0.0, t[2 * b] - arrival), "communication", e))
 
     def _thread_starts(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per thread (resource), its path ops' starts ascending and their elements."""
@@ -401,9 +399,10 @@ class _Graph:
     def longest(self) -> list[Segment]:
         """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
         n = self.n_nodes
-        src = np.asarray(self.e.src, dtype=np.int64)
-        dst = np.asarray(self.e.dst, dtype=np.int64)
-        w = np.asarray(self.e.weight, dtype=float)
+        src_l, dst_l0, w_l0, kinds, attrs = self.e.columns()
+        src = np.asarray(src_l, dtype=np.int64)
+        dst = np.asarray(dst_l0, dtype=np.int64)
+        w = np.asarray(w_l0, dtype=float)
         order = np.lexsort((dst, src))
         src_s, dst_s, eid_s = src[order], dst[order], order
         first = np.searchsorted(src_s, np.arange(n + 1))
@@ -436,12 +435,7 @@ class _Graph:
             if not back.any():
                 raise ValueError("the happens-before graph has a cycle")
             keep = (~back).tolist()
-
-            def kept(x: list[_T]) -> list[_T]:
-                return [v for v, k in zip(x, keep) if k]
-
-            e = self.e
-            self.e = _Edges(kept(e.src), kept(e.dst), kept(e.weight), kept(e.kind), kept(e.attr))
+            self.e = _Edges([edge for edge, k in zip(self.e.items, keep) if k])
             return self.longest()
         best_arr = np.asarray(best)
         top = best_arr.max()
@@ -457,7 +451,7 @@ class _Graph:
             elapsed = max(0.0, float(t[d] - t[s]))
             if elapsed <= 0.0:
                 continue
-            rows.append((self.e.attr[eid], self.e.kind[eid], float(t[s]), elapsed, w_l[eid] > 0.0))
+            rows.append((attrs[eid], kinds[eid], float(t[s]), elapsed, w_l[eid] > 0.0))
         return rows
 
 
