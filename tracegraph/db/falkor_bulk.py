@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import struct
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -90,9 +91,7 @@ def _send(
     done = 0
     for t in tables.nodes:
         for part in _chunks(t.frame):
-            names, cells = _columns(part, ["uid", *t.columns], tables.int_columns)
-            names.append("trace")
-            cells.append([_value(trace)] * len(part))
+            names, cells = _columns(part, ["uid", *t.columns], tables.int_columns, {"trace": trace})
             calls.add_nodes(_header(t.label, names) + b"".join(chain.from_iterable(zip(*cells))), len(part))
             done += len(part)
             if progress:
@@ -230,14 +229,19 @@ def _header(name: str, properties: list[str]) -> bytes:
     return _text(name) + b"\x00" + struct.pack("<I", len(properties)) + names
 
 
-def _columns(frame: pd.DataFrame, columns: list[str], ints: frozenset[str]) -> tuple[list[str], list[list[bytes]]]:
+def _columns(
+    frame: pd.DataFrame, columns: list[str], ints: frozenset[str], constant: dict[str, Any] | None = None
+) -> tuple[list[str], list[list[bytes]]]:
     """The columns' property names, in the order their cells come, and
-    the cell lists to interleave row by row. Numeric columns without a
-    null come first, as one fixed-width block per row (numpy packs them);
-    then every other column (strings encoded and split in one go)."""
+    the cell lists to interleave row by row (fewer lists, fewer pieces to
+    join). Numeric columns without a null come first, as one fixed-width
+    block per row (numpy packs them); then the other columns (strings
+    encoded and cut in one go); last, in one piece shared by every row,
+    the columns with no value at all and the ``constant`` properties."""
     fixed: list[tuple[str, np.ndarray]] = []
     names: list[str] = []
     cells: list[list[bytes]] = []
+    empty: list[str] = []
     for c in columns:
         col = frame[c]
         kind = col.dtype.kind
@@ -245,9 +249,16 @@ def _columns(frame: pd.DataFrame, columns: list[str], ints: frozenset[str]) -> t
             fixed.append((c, arr))
         elif kind in "ib":
             fixed.append((c, col.to_numpy()))
+        elif col.isna().all():
+            empty.append(c)
         else:
             names.append(c)
-            cells.extend(_cells(col, c in ints))
+            cells.append(_cells(col, c in ints))
+    tail = [*empty, *(constant or {})]
+    if tail:
+        names += tail
+        piece = _NULL * len(empty) + b"".join(_value(v) for v in (constant or {}).values())
+        cells.append([piece] * len(frame))
     if not fixed:
         return names, cells
     layout: list[tuple[str, str]] = []
@@ -265,10 +276,9 @@ def _rows(buf: bytes, width: int) -> list[bytes]:
     return [buf[i : i + width] for i in range(0, len(buf), width)]
 
 
-def _cells(column: pd.Series, integer: bool) -> list[list[bytes]]:
-    """One column's cells, as one or two lists to interleave row by row
-    (the rules of :func:`values.column_values`: a null is a left-out
-    property)."""
+def _cells(column: pd.Series, integer: bool) -> list[bytes]:
+    """One column's cell per row (the rules of
+    :func:`values.column_values`: a null is a left-out property)."""
     n = len(column)
     if column.dtype.kind == "f" and not integer:
         arr = column.to_numpy(dtype=np.float64)
@@ -278,27 +288,32 @@ def _cells(column: pd.Series, integer: bool) -> list[list[bytes]]:
         cells = _rows(packed.tobytes(), 9)
         for i in np.flatnonzero(~np.isfinite(arr)).tolist():
             cells[i] = _NULL
-        return [cells]
+        return cells
+    if column.dtype.kind not in "fiub":  # strings, with nulls as None, NaN or NA
+        values: list[Any] = column.tolist()
+        for i in np.flatnonzero(column.isna().to_numpy()).tolist():
+            values[i] = None
+        if set(map(type, values)) <= {str, type(None)}:
+            return _strings(values)
     values = column_values(column, integer)
-    kinds = set(map(type, values))
-    if kinds <= {type(None)}:
-        return [[_NULL] * n]
-    if kinds <= {str, type(None)}:
-        return _strings(values)
-    return [[_value(v) for v in values]]
+    return [_value(v) for v in values]
 
 
-def _strings(values: list[str | None]) -> list[list[bytes]]:
-    """A column of strings (or nulls) as two cell lists: ``03 <utf-8>`` (or
-    nothing, for a null), then the NUL that ends the string (or is the
-    null's type byte). Encoded and split in one go each, in C."""
+# One string cell (type 3, UTF-8 without NUL, NUL) or a null (a lone NUL):
+# UTF-8 never puts a NUL byte inside a character.
+_STRING_CELL = re.compile(b"\x03[^\x00]*\x00|\x00")
+
+
+def _strings(values: list[str | None]) -> list[bytes]:
+    """A column of strings (or nulls) as cells, encoded as one text and
+    cut into cells by one regular expression, in C."""
     if None in values:
-        text = "\x00".join("" if v is None else "\x03" + v for v in values)
+        text = "".join("\x00" if v is None else "\x03" + v + "\x00" for v in values)
     else:
-        text = "\x03" + "\x00\x03".join(values)  # type: ignore[arg-type]
-    if text.count("\x00") != len(values) - 1:  # a NUL inside a string
-        return [[_value(v) for v in values]]
-    return [text.encode("utf-8").split(b"\x00"), [_NULL] * len(values)]
+        text = "\x03" + "\x00\x03".join(values) + "\x00"  # type: ignore[arg-type]
+    if text.count("\x00") != len(values):  # a NUL inside a string
+        return [_value(v) for v in values]
+    return _STRING_CELL.findall(text.encode("utf-8"))
 
 
 def _value(v: Any) -> bytes:
