@@ -4,17 +4,19 @@ enrich; no database), against its largest file alone.
 ``python -m bench.rank_parse OUTDIR --mb 16`` makes a job of rank files
 (each of PARAM's 8 DLRM rank files in tests/data/nccl_dlrm replicated in
 time to about ``--mb`` MB of JSON, see ``bench.hta_compare big``) and
-prepares, each in a fresh process, its largest file alone and the whole
-job, with Python's garbage collector paused as the ingest does
-(``ingest.pipeline.collector_paused``) and, for comparison, left on. It
-prints the seconds (parse / enrich) and the peak memory of each, and the
-job's time over its largest file's.
+prepares, each in a fresh process, its largest file alone, and the whole
+job in this process only (``TRACEGRAPH_PARSE_WORKERS=1``) and with a
+worker process per file up to the cores (``ingest/parallel.py``). It
+prints the seconds (parse / enrich) and the peak memory of each (the
+preparing process's and its largest worker's), and the job's parse time
+against the issue's target: the largest file's times ceil(files / cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -22,22 +24,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 _ONE = """
-import contextlib, json, resource, sys, time
+import json, os, resource, sys, time
 from pathlib import Path
 from tracegraph.ingest import pipeline
-if sys.argv[1] == "on":
-    pipeline.collector_paused = contextlib.nullcontext
+os.environ["TRACEGRAPH_PARSE_WORKERS"] = sys.argv[1]
 paths = [Path(p) for p in sys.argv[2:]]
 t0 = time.perf_counter()
 prepared = pipeline.prepare(paths, "bench")
 print(json.dumps({"s": time.perf_counter() - t0, **prepared.timings,
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
 
-def timed(paths: list[Path], collector: str) -> dict:
+def timed(paths: list[Path], workers: int) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _ONE, collector, *map(str, paths)], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", _ONE, str(workers), *map(str, paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout)
 
@@ -48,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=16)
     args = p.parse_args(argv)
     from bench.hta_compare import big
+    from tracegraph.ingest import parallel
 
     args.out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -58,18 +65,28 @@ def main(argv: list[str] | None = None) -> int:
         paths.append(dst)
     largest = max(paths, key=lambda q: q.stat().st_size)
     print(f"{len(paths)} rank files, {sum(q.stat().st_size for q in paths) / 1e6:.0f} MB gzipped")
+    cores = parallel.cores()
     runs = {}
-    for what, files in (("largest file", [largest]), ("whole job", paths)):
-        for collector in ("paused", "on"):
-            r = timed(files, collector)
-            runs[(what, collector)] = r
-            print(
-                f"{what:12s} collector {collector:6s} {r['s']:6.2f} s "
-                f"(parse {r['parse_s']:5.2f}, enrich {r['enrich_s']:5.2f})  peak {r['rss_mb']:5.0f} MB",
-                flush=True,
-            )
-    job, one = runs[("whole job", "paused")]["s"], runs[("largest file", "paused")]["s"]
-    print(f"whole job / largest file: {job / one:.1f}x for {len(paths)} files")
+    for what, files, workers in (
+        ("largest file", [largest], 1),
+        ("whole job", paths, 1),
+        ("whole job", paths, min(len(paths), cores)),
+    ):
+        r = timed(files, workers)
+        runs[(what, workers)] = r
+        print(
+            f"{what:12s} {workers} process{'es' if workers > 1 else '  '} {r['s']:6.2f} s "
+            f"(parse {r['parse_s']:5.2f}, enrich {r['enrich_s']:5.2f})  "
+            f"peak {r['rss_mb']:5.0f} MB (largest worker {r['worker_mb']:4.0f} MB)",
+            flush=True,
+        )
+    one = runs[("largest file", 1)]["parse_s"]
+    job = runs[("whole job", min(len(paths), cores))]["parse_s"]
+    target = one * math.ceil(len(paths) / cores)
+    print(
+        f"whole job's parse / (largest file's x ceil({len(paths)} files / {cores} cores)): "
+        f"{job:.2f} / {target:.2f} s = {job / target:.2f}x"
+    )
     return 0
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tracegraph.ingest import parallel
+
 ROOT = Path(__file__).resolve().parent.parent
 SIMPLE_ADD = ROOT / "tests" / "data" / "hta" / "simple_add.json.gz"
 HTA_SIMPLE_ADD_PATH_US = 41_435_234.0  # HTA 0.5.0's critical path length on this trace (bench/hta-results/)
@@ -70,19 +72,18 @@ def test_bench_run_small(tmp_path):
 @pytest.mark.slow
 def test_rank_parse_small(tmp_path):
     """bench.rank_parse on the 8 DLRM rank files as they are (--mb 0: one
-    copy each): four timed preparations, in order, and the job's files made."""
+    copy each): three timed preparations, in order, and the job's files made."""
     proc = _bench("bench.rank_parse", str(tmp_path / "ranks"), "--mb", "0", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("8 rank files")
-    timed = [line for line in lines if " collector " in line]
-    assert [line.split()[0:4] for line in timed] == [
-        ["largest", "file", "collector", "paused"],
-        ["largest", "file", "collector", "on"],
-        ["whole", "job", "collector", "paused"],
-        ["whole", "job", "collector", "on"],
+    timed = [line for line in lines if " process" in line]
+    assert [line.split()[0:3] for line in timed] == [
+        ["largest", "file", "1"],
+        ["whole", "job", "1"],
+        ["whole", "job", str(min(8, parallel.cores()))],
     ]
-    assert lines[-1].startswith("whole job / largest file: ") and lines[-1].endswith("x for 8 files")
+    assert lines[-1].startswith("whole job's parse / (largest file's x ceil(8 files / ") and lines[-1].endswith("x")
     copies = sorted((tmp_path / "ranks").glob("worker*.pt.trace.json.gz"))
     assert len(copies) == 8
 
