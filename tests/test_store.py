@@ -259,6 +259,29 @@ def test_a_value_bulk_cannot_carry_sends_the_trace_by_statements(graph, monkeypa
     assert graph._redis.keys("tracegraph:load:*") == []
 
 
+def test_a_server_refusing_bulk_insert_gets_statements(graph, monkeypatch):
+    """A FalkorDB that does not let this user run GRAPH.BULK (an ACL, a
+    managed service): the trace is written by statements instead. The
+    refusal is injected where the client sends the command."""
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's loaders")
+    import redis
+
+    real = graph._redis.execute_command
+
+    def refuse(*args, **kwargs):
+        if args[0] == "GRAPH.BULK":
+            raise redis.ResponseError("NOPERM User tracegraph has no permissions to run the 'graph.bulk' command")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph._redis, "execute_command", refuse)
+    ingest(graph, [SEED_STEPSTATS], "refused-bulk")
+    monkeypatch.undo()
+    monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
+    ingest(graph, [SEED_STEPSTATS], "refused-cypher")
+    assert _dump(graph, "refused-bulk") == _dump(graph, "refused-cypher")
+
+
 # ---------------------------------------------------------------- crashes
 
 

@@ -239,8 +239,9 @@ class FalkorGraph:
 
     def _load(self, key: str, name: str, props: dict[str, Any], tables: TraceTables, progress: Progress | None) -> bool:
         """Write the trace into the new graph ``key``: by bulk insert (True),
-        or by Cypher statements when a value cannot travel in bulk (or
-        ``TRACEGRAPH_FALKORDB_LOADER=cypher``)."""
+        or by Cypher statements when a value cannot travel in bulk, when the
+        server does not let this user run GRAPH.BULK, or with
+        ``TRACEGRAPH_FALKORDB_LOADER=cypher``."""
         from tracegraph.db import falkor_bulk, falkor_load  # pandas: only loads pay its import
 
         if os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") != "cypher":
@@ -248,7 +249,7 @@ class FalkorGraph:
                 falkor_bulk.load(self._bulk_call, key, name, _clean(props), tables, progress)
                 checkpoint("load-started")
                 return True
-            except falkor_bulk.NotBulkable:
+            except (falkor_bulk.NotBulkable, _NoBulkInsert):
                 self._redis.unlink(key)
         res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
         checkpoint("load-started")
@@ -266,7 +267,10 @@ class FalkorGraph:
         except redis.ConnectionError as e:
             raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e)}") from None
         except redis.ResponseError as e:
-            raise DatabaseError(f"FalkorDB refused a bulk insert: {first_line(e)}") from None
+            text = first_line(e)
+            if "unknown command" in text.lower() or "noperm" in text.lower():
+                raise _NoBulkInsert(text) from None  # a server without GRAPH.BULK for us: statements then
+            raise DatabaseError(f"FalkorDB refused a bulk insert: {text}") from None
 
     def _verify(self, key: str, tables: TraceTables) -> None:
         """The load's graph holds exactly what was written (a lease lost to a
@@ -449,6 +453,10 @@ class FalkorGraph:
             if self._on_close:
                 self._on_close()
                 self._on_close = None
+
+
+class _NoBulkInsert(Exception):
+    """The server has no GRAPH.BULK, or this user may not run it."""
 
 
 def _with_params(query: str, params: dict[str, Any]) -> str:
