@@ -78,8 +78,9 @@ def map_files(
     """``[fn(*call) for call in calls]``, each call reading ``paths[i]``,
     computed in :func:`worker_count` processes (``fn`` a module-level
     function; its calls and results pickled). The files are dealt to the
-    workers largest first, each to the least loaded. The first error a
-    worker meets is raised, and every worker is stopped."""
+    workers largest first, each to the least loaded. Once a call fails
+    every worker is stopped, and the error of the first file (in file
+    order) among those that failed is raised."""
     n = worker_count(paths, workers)
     if n <= 1:
         return [fn(*call) for call in calls]
@@ -90,7 +91,9 @@ def map_files(
         shares[w].append(i)
         loads[w] += _size(paths[i])
     results: dict[int, T] = {}
-    errors: list[BaseException] = []
+    errors: dict[int, BaseException] = {}  # file index -> its error
+    ended: dict[int, int] = {}  # worker -> the file it was on when its answers stopped
+    stopping = threading.Event()
     with contextlib.ExitStack() as stack:
         logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(n)]  # a worker's stderr
         procs = [
@@ -105,35 +108,48 @@ def map_files(
             for log in logs
         ]
 
-        def run(proc: subprocess.Popen[bytes], share: list[int]) -> None:
+        def stop() -> None:
+            stopping.set()
+            for p in procs:
+                p.kill()
+
+        def run(w: int) -> None:
+            proc, share = procs[w], shares[w]
             assert proc.stdin is not None and proc.stdout is not None
+            i = share[0]
             try:
                 proc.stdin.write(pickle.dumps((fn.__module__, fn.__qualname__, [calls[i] for i in share])))
                 proc.stdin.close()
                 for i in share:
                     status, value = _receive(proc.stdout)
                     if status == "error":
-                        raise value
+                        errors[i] = value
+                        stop()
+                        return
                     results[i] = value
-            except BaseException as e:  # handed to the caller's thread
-                errors.append(e)
-                for p in procs:
-                    p.kill()
+            except (EOFError, BrokenPipeError, OSError):
+                ended[w] = i  # the worker died (or was stopped): why, from its exit and stderr below
+            except BaseException as e:
+                errors[i] = e
+                stop()
 
-        threads = [threading.Thread(target=run, args=pair, daemon=True) for pair in zip(procs, shares, strict=True)]
+        threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(n)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        for p, log in zip(procs, logs, strict=True):
-            if p.wait() not in (0, -9) and not errors:
-                log.seek(0)
-                errors.append(RuntimeError(f"a parse worker failed: {_last_line(log.read())}"))
+        for w, i in ended.items():
+            code = procs[w].wait()
+            if stopping.is_set() and code == -9:
+                continue  # stopped because another file failed
+            logs[w].seek(0)
+            errors[i] = RuntimeError(
+                f"the worker reading {paths[i]} ended without an answer "
+                f"(exit code {code}): {_last_line(logs[w].read())}"
+            )
+            stop()
     if errors:
-        first = next((e for e in errors if not isinstance(e, (EOFError, BrokenPipeError))), errors[0])
-        if isinstance(first, (EOFError, BrokenPipeError)):
-            raise RuntimeError("a parse worker ended early") from first
-        raise first
+        raise errors[min(errors)]
     return [results[i] for i in range(len(calls))]
 
 
@@ -162,21 +178,31 @@ def _last_line(err: bytes) -> str:
     return lines[-1] if lines else "no message"
 
 
+def _portable(e: BaseException) -> BaseException:
+    """``e`` if it survives a pickle round trip (some exceptions' own
+    arguments do not rebuild them), else a RuntimeError that says what it was."""
+    try:
+        pickle.loads(pickle.dumps(e))
+    except Exception:
+        return RuntimeError(f"{type(e).__name__}: {e}")
+    return e
+
+
 def _serve() -> None:
     """A worker: the calls from stdin, each result to stdout when done; the
-    first error is sent back and ends the worker."""
+    first error is sent back and ends the worker. The results travel on a
+    private copy of stdout; the worker's own stdout is its stderr, so that
+    nothing a library prints can break the framing."""
     gc.disable()  # what a parse builds holds no cycles (see pipeline.collector_paused)
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     module, name, calls = pickle.load(sys.stdin.buffer)
     fn = getattr(importlib.import_module(module), name)
-    out = sys.stdout.buffer
     for call in calls:
         try:
             value = fn(*call)
         except Exception as e:  # sent to the parent, which raises it
-            try:
-                _send(out, "error", e)
-            except (pickle.PicklingError, TypeError, AttributeError):
-                _send(out, "error", RuntimeError(f"{type(e).__name__}: {e}"))
+            _send(out, "error", _portable(e))
             return
         _send(out, "ok", value)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -118,6 +119,25 @@ def test_bad_shapes_are_the_same_one_line_error_either_way(tmp_path, monkeypatch
         assert str(e.value) == f"{path} ({message}", in_memory
 
 
+def test_text_the_c_decoder_refuses_is_read_or_refused_as_the_stream_does(tmp_path, monkeypatch):
+    """Bytes that are not UTF-8 are one line either way; a lone surrogate
+    escape (which yajl takes and msgspec does not) is read either way."""
+    bad = tmp_path / "bad-utf8.json"
+    bad.write_bytes(json.dumps(kb.document()).encode().replace(b'"aten::mm"', b'"aten::mm\xff"'))
+    odd = kb.document()
+    odd["traceEvents"][1]["name"] = "aten::mm \ud800"
+    lone = kb.write(tmp_path / "lone.json", odd, gz=False)
+    names = []
+    for in_memory in (1 << 30, 0):
+        monkeypatch.setattr(kineto_read, "IN_MEMORY_JSON_BYTES", in_memory)
+        with pytest.raises(InputError) as e:
+            kineto.parse(bad)
+        assert str(e.value) == f"{bad}: malformed JSON: lexical error: invalid bytes in UTF8 string."
+        names.append(sorted(kineto.parse(lone).ops["name"]))
+    # read, the same way both times (yajl writes the lone surrogate as "?")
+    assert names[0] == names[1] and "aten::mm ?" in names[0]
+
+
 def test_how_many_workers(tmp_path, monkeypatch):
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
     small = [tmp_path / f"r{i}.json" for i in range(4)]
@@ -135,3 +155,44 @@ def test_how_many_workers(tmp_path, monkeypatch):
     monkeypatch.setenv(parallel.WORKERS_ENV, "many")
     with pytest.raises(UserError, match="TRACEGRAPH_PARSE_WORKERS must be a whole number"):
         parallel.worker_count(small)
+
+
+# --- the worker processes themselves (tests/parallel_helpers.py) -------------------------------
+
+
+@pytest.fixture
+def helpers(monkeypatch):
+    import parallel_helpers
+
+    here = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return parallel_helpers
+
+
+def _files(tmp_path, names):
+    paths = []
+    for name in names:
+        p = tmp_path / name
+        p.write_bytes(b"x")
+        paths.append(p)
+    return paths
+
+
+def test_what_a_worker_prints_does_not_break_its_answers(helpers, tmp_path):
+    names = ["a", "b", "c"]
+    out = parallel.map_files(helpers.chatty, [(n,) for n in names], _files(tmp_path, names), workers=2)
+    assert out == ["A", "B", "C"]
+
+
+def test_a_worker_that_dies_is_named_with_its_last_words(helpers, tmp_path):
+    names = ["a", "die", "c", "d"]
+    paths = _files(tmp_path, names)
+    with pytest.raises(RuntimeError) as e:
+        parallel.map_files(helpers.dies, [(n,) for n in names], paths, workers=2)
+    assert str(e.value) == f"the worker reading {paths[1]} ended without an answer (exit code 3): about to leave"
+
+
+def test_an_error_that_does_not_rebuild_still_says_what_it_was(helpers, tmp_path):
+    names = ["a", "odd"]
+    with pytest.raises(RuntimeError, match=r"^OddError: an odd failure$"):
+        parallel.map_files(helpers.odd, [(n,) for n in names], _files(tmp_path, names), workers=2)

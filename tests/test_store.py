@@ -203,6 +203,7 @@ def test_bulk_insert_blob_and_call_boundaries_change_nothing(graph, monkeypatch)
 
     monkeypatch.setattr(falkor_bulk, "BLOB_ROWS", 7)
     monkeypatch.setattr(falkor_bulk, "CALL_BYTES", 3000)
+    monkeypatch.setattr(falkor_bulk, "BLOB_BYTES", 700)  # 7 rows of ops are more: blobs of 3 and 4, ..., 1
     bulk, statements = _bulk_and_statements(graph, monkeypatch, [SEED_STEPSTATS], "blobs")
     assert bulk == statements
 
@@ -280,6 +281,50 @@ def test_a_server_refusing_bulk_insert_gets_statements(graph, monkeypatch):
     monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
     ingest(graph, [SEED_STEPSTATS], "refused-cypher")
     assert _dump(graph, "refused-bulk") == _dump(graph, "refused-cypher")
+
+
+def test_bulk_insert_of_pandas_nullable_columns_matches_statements(graph, monkeypatch):
+    """Columns of pandas' nullable dtypes (Int64, boolean, Float64 with NA)
+    and object columns mixing types, written by both loaders: the same
+    properties, nulls left out, integers stay integers."""
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's loaders")
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from tracegraph.db.base import NodeTable, RelTable, TraceTables
+
+    ops = pd.DataFrame(
+        {
+            "uid": ["op:1", "op:2", "op:3"],
+            "count": pd.array([1, None, 3], dtype="Int64"),
+            "flag": pd.array([True, None, False], dtype="boolean"),
+            "share": pd.array([0.5, None, 2.0], dtype="Float64"),
+            "bytes": [1.0, np.nan, 3.0],  # an integer column widened to float by its null
+            "mixed": ["a", 2, None],
+            "shape": [[1, 2], None, [3.5, 4]],
+            "nothing": [None, None, None],
+            "next": ["op:2", None, "op:1"],
+        }
+    )
+    tables = TraceTables(
+        trace_props={"counts": json.dumps({"Op": 3}), "framework": "test"},
+        nodes=[NodeTable("Op", "ops", ops, ("count", "flag", "share", "bytes", "mixed", "shape", "nothing"))],
+        rels=[RelTable("NEXT", "Op", "Op", "ops", ops[ops["next"].notna()], "uid", "next", ())],
+        membership=[("HAS_OP", "Op")],
+        int_columns=frozenset({"bytes"}),
+    )
+    graph.store_trace("nullable-bulk", tables)
+    monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
+    graph.store_trace("nullable-cypher", tables)
+    bulk, statements = _dump(graph, "nullable-bulk"), _dump(graph, "nullable-cypher")
+    assert bulk == statements
+    props = dict(graph.run("MATCH (o:Op) RETURN o.uid, properties(o)", trace="nullable-bulk").rows)
+    assert props["op:1"]["count"] == 1 and props["op:1"]["flag"] is True and props["op:1"]["bytes"] == 1
+    assert isinstance(props["op:1"]["bytes"], int) and props["op:3"]["shape"] == [3.5, 4]
+    assert set(props["op:2"]) == {"uid", "trace", "mixed"} and props["op:2"]["mixed"] == 2
 
 
 # ---------------------------------------------------------------- crashes

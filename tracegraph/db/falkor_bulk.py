@@ -49,6 +49,8 @@ from tracegraph.errors import DatabaseError
 CALL_BYTES = int(os.environ.get("TRACEGRAPH_BULK_CALL_BYTES", str(32 << 20)))
 # Rows per blob: a blob is built in memory whole.
 BLOB_ROWS = int(os.environ.get("TRACEGRAPH_BULK_BLOB_ROWS", "50000"))
+# The most bytes of one blob (fewer rows when long strings make it larger).
+BLOB_BYTES = 64 << 20
 
 # What a NUL character in a string is stored as (FalkorDB's strings end at NUL).
 NUL_SIGN = "\u2400"
@@ -91,8 +93,8 @@ def _send(
     done = 0
     for t in tables.nodes:
         for part in _chunks(t.frame):
-            names, cells = _columns(part, ["uid", *t.columns], tables.int_columns, {"trace": trace})
-            calls.add_nodes(_header(t.label, names) + b"".join(chain.from_iterable(zip(*cells))), len(part))
+            for rows, blob in _node_blobs(t.label, part, ["uid", *t.columns], tables.int_columns, {"trace": trace}):
+                calls.add_nodes(blob, rows)
             done += len(part)
             if progress:
                 progress(done, total)
@@ -116,7 +118,7 @@ def _send(
             ends["dst"] = ids.of(r.end, part[r.dst], r.type)
             if not r.columns:
                 calls.add_edges(_header(r.type, []) + ends.tobytes(), len(part))
-            else:
+            else:  # relationship properties are numbers (a step, a wait): a blob stays small
                 names, cells = _columns(part, list(r.columns), tables.int_columns)
                 cells.insert(0, _rows(ends.tobytes(), 16))
                 calls.add_edges(_header(r.type, names) + b"".join(chain.from_iterable(zip(*cells))), len(part))
@@ -219,6 +221,23 @@ class _Calls:
             raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {nodes} nodes, {edges} edges")
 
 
+def _node_blobs(
+    label: str, part: pd.DataFrame, columns: list[str], ints: frozenset[str], constant: dict[str, Any]
+) -> Iterator[tuple[int, bytes]]:
+    """The nodes of ``part`` as blobs of at most BLOB_BYTES (halving the
+    rows while one is larger: a blob is one Redis argument, at most 512 MB),
+    with their row counts."""
+    names, cells = _columns(part, columns, ints, constant)
+    blob = _header(label, names) + b"".join(chain.from_iterable(zip(*cells)))
+    if len(blob) <= BLOB_BYTES or len(part) == 1:
+        yield len(part), blob
+        return
+    del blob, cells
+    half = len(part) // 2
+    yield from _node_blobs(label, part.iloc[:half], columns, ints, constant)
+    yield from _node_blobs(label, part.iloc[half:], columns, ints, constant)
+
+
 def _chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
     for i in range(0, len(frame), BLOB_ROWS):
         yield frame.iloc[i : i + BLOB_ROWS]
@@ -244,7 +263,8 @@ def _columns(
     empty: list[str] = []
     for c in columns:
         col = frame[c]
-        kind = col.dtype.kind
+        # numpy's own dtypes only: pandas' nullable ones (Int64, boolean) say i / b with nulls inside
+        kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else "O"
         if kind == "f" and c not in ints and np.isfinite(arr := col.to_numpy(dtype=np.float64)).all():
             fixed.append((c, arr))
         elif kind in "ib":
@@ -280,7 +300,7 @@ def _cells(column: pd.Series, integer: bool) -> list[bytes]:
     """One column's cell per row (the rules of
     :func:`values.column_values`: a null is a left-out property)."""
     n = len(column)
-    if column.dtype.kind == "f" and not integer:
+    if column.dtype == np.float64 and not integer:
         arr = column.to_numpy(dtype=np.float64)
         packed = np.empty(n, dtype=[("t", "u1"), ("v", "<f8")])
         packed["t"] = 2
@@ -289,14 +309,12 @@ def _cells(column: pd.Series, integer: bool) -> list[bytes]:
         for i in np.flatnonzero(~np.isfinite(arr)).tolist():
             cells[i] = _NULL
         return cells
-    if column.dtype.kind not in "fiub":  # strings, with nulls as None, NaN or NA
-        values: list[Any] = column.tolist()
-        for i in np.flatnonzero(column.isna().to_numpy()).tolist():
-            values[i] = None
-        if set(map(type, values)) <= {str, type(None)}:
-            return _strings(values)
-    values = column_values(column, integer)
-    return [_value(v) for v in values]
+    values: list[Any] = column.tolist()
+    for i in np.flatnonzero(column.isna().to_numpy()).tolist():  # None, NaN, pd.NA: left out
+        values[i] = None
+    if set(map(type, values)) <= {str, type(None)}:
+        return _strings(values)
+    return [_value(v) for v in column_values(pd.Series(values, dtype=object), integer)]
 
 
 # One string cell (type 3, UTF-8 without NUL, NUL) or a null (a lone NUL):

@@ -7,7 +7,8 @@ A PyTorch profile can be hundreds of MB of JSON, most of it the
 :data:`IN_MEMORY_JSON_BYTES` (decompressed) whole, in C (msgspec), straight
 into small :class:`Event` structs that hold only the named args: 3x faster
 than building every event as a dict, and the unread args never become
-Python objects. A larger file is streamed instead (ijson's yajl2_c backend
+Python objects. A larger file, or one the C decoder refuses (whose error
+the stream then names), is streamed instead (ijson's yajl2_c backend
 builds one event dict at a time, converted to the same struct), so memory
 stays bounded by what the caller keeps. Either way numbers arrive as
 ``int`` or ``Decimal`` (never ``float``): Kineto writes microseconds since
@@ -132,7 +133,9 @@ def _errors(path: Path) -> Callable[[BaseException], InputError]:
         if isinstance(exc, EOFError):
             return InputError(path, "gzip stream ends early (truncated file)")
         if isinstance(exc, ijson.IncompleteJSONError):
-            msg = first_line(exc)
+            raw = exc.args[0] if exc.args else ""
+            # yajl's message comes as bytes, with the bad text quoted on the lines after it
+            msg = first_line(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw) or repr(exc))
             if "premature EOF" in msg or "incomplete" in msg.lower():
                 return InputError(path, "truncated JSON (the file ends inside the trace)")
             return InputError(path, f"malformed JSON: {msg}")
@@ -248,18 +251,18 @@ class EventReader:
             return header, self._stream(path, header)
         try:
             doc = self._decoder.decode(data)
+            for key in HEADER_KEYS:
+                raw = getattr(doc, key)
+                if key not in header and raw is not msgspec.UNSET:
+                    header[key] = json.loads(bytes(raw))
         except msgspec.ValidationError as e:
             raise _invalid(path, str(e)) from None
-        except msgspec.DecodeError as e:
-            msg = first_line(e)
-            if "truncated" in msg:
-                raise InputError(path, "truncated JSON (the file ends inside the trace)") from None
-            raise InputError(path, f"malformed JSON: {msg}") from None
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            # What the C decoder refuses, the stream reads or refuses with
+            # its own one-line reason (truncated, malformed, not UTF-8), so
+            # that both readers accept and refuse the same files.
+            return header, self._stream(path, header)
         del data
-        for key in HEADER_KEYS:
-            raw = getattr(doc, key)
-            if key not in header and raw is not msgspec.UNSET:
-                header[key] = json.loads(bytes(raw))
         events: list[Event] = getattr(doc, "traceEvents")  # noqa: B009 - a field of a struct made at run time
         return header, events
 

@@ -226,7 +226,10 @@ _ATTRS_ENCODER = msgspec.json.Encoder(enc_hook=str)
 
 
 def _attrs_json(attrs: dict[str, Any]) -> str:
-    return _ATTRS_ENCODER.encode(attrs).decode("utf-8")
+    try:
+        return _ATTRS_ENCODER.encode(attrs).decode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escape (\ud800) in a name: json writes it escaped
+        return json.dumps(attrs, default=str)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -340,8 +343,9 @@ def _read_rank(path: Path) -> _Rank:
             raise InputError(path, "baseTimeNanoseconds is not an integer", "baseTimeNanoseconds")
         _shift(r, base)
     info = header.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        r.rank = info["rank"]
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        r.rank = rank
     return r
 
 
