@@ -48,7 +48,7 @@ def column_values(s: pd.Series, integer: bool) -> list[Any]:
     for the common dtypes: this runs over every cell of a trace."""
     kind = s.dtype.kind
     if not isinstance(s.dtype, np.dtype):  # pandas' nullable dtypes (Int64, boolean, Float64, string): NA is None
-        vals = s.to_numpy(dtype=object, na_value=None).tolist()
+        vals = s.astype(object).tolist()
         return [v if type(v) in _PLAIN_TYPES else plain(v, integer) for v in vals]
     if kind in "iub":
         return s.tolist()
