@@ -4,8 +4,10 @@ JSON as written by ``torch.profiler.profile(...).export_chrome_trace`` and
 
 Detected by content: a JSON object (gzipped or not) with a ``traceEvents``
 list, or with Kineto's ``schemaVersion`` next to ``deviceProperties``,
-``distributedInfo`` or ``baseTimeNanoseconds``. The file is streamed
-(:mod:`kineto_read`); only what the graph needs is kept of each event.
+``distributedInfo`` or ``baseTimeNanoseconds``. The file is decoded by
+:mod:`kineto_read` keeping only what the graph needs of each event; the
+rank files of a job are each read and assembled in a worker process
+(:mod:`tracegraph.ingest.parallel`) and joined here.
 
 What becomes what:
 
