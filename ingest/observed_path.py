@@ -399,10 +399,17 @@ class _Graph:
     def longest(self) -> list[Segment]:
         """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
         n = self.n_nodes
-        src_l, dst_l0, w_l0, kinds, attrs = self.e.columns()
+        src_l, dst_l0, w_l0, kinds_l, attrs_l = self.e.columns()
+        # The edges in arrays from here (a Python tuple per edge is ~150 bytes;
+        # the pass's own lists come next, and together they were the ingest's peak).
+        self.e = _Edges()
         src = np.asarray(src_l, dtype=np.int64)
         dst = np.asarray(dst_l0, dtype=np.int64)
         w = np.asarray(w_l0, dtype=float)
+        attrs = np.asarray(attrs_l, dtype=np.int64)
+        kind_codes, kind_index = pd.factorize(pd.Series(kinds_l, dtype=object))
+        kind_names = np.asarray(kind_index, dtype=object)
+        del src_l, dst_l0, w_l0, kinds_l, attrs_l
         order = np.lexsort((dst, src))
         src_s, dst_s, eid_s = src[order], dst[order], order
         first = np.searchsorted(src_s, np.arange(n + 1))
@@ -434,8 +441,9 @@ class _Graph:
             back = t[dst] < t[src] - _EPS
             if not back.any():
                 raise ValueError("the happens-before graph has a cycle")
-            keep = (~back).tolist()
-            self.e = _Edges([edge for edge, k in zip(self.e.items, keep) if k])
+            keep = ~back
+            kept = (src[keep], dst[keep], w[keep], kind_names[kind_codes[keep]], attrs[keep])
+            self.e = _Edges(list(zip(*(column.tolist() for column in kept), strict=True)))
             return self.longest()
         best_arr = np.asarray(best)
         top = best_arr.max()
@@ -451,7 +459,7 @@ class _Graph:
             elapsed = max(0.0, float(t[d] - t[s]))
             if elapsed <= 0.0:
                 continue
-            rows.append((attrs[eid], kinds[eid], float(t[s]), elapsed, w_l[eid] > 0.0))
+            rows.append((int(attrs[eid]), str(kind_names[kind_codes[eid]]), float(t[s]), elapsed, w_l[eid] > 0.0))
         return rows
 
 

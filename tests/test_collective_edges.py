@@ -158,3 +158,22 @@ def test_one_rank_with_nccl_kernels_misses_nothing(graph, tmp_path):
     ingest(graph, gpu_job(tmp_path)[:1], "one-nccl")
     facts = graph.trace_facts("one-nccl")
     assert (facts["collectives"], facts["collective_calls_unmatched"]) == (0, 0)
+
+
+def test_edges_running_backwards_in_time_are_dropped_to_break_a_cycle():
+    """The observed path's graph has a cycle only through clock skew between
+    records: its pass drops the edges that run backwards in time and tries
+    again. Four nodes at 0, 10, 5 and 20 us; 1 -> 2 runs backwards and closes
+    the cycle 1 -> 2 -> 1; what is left: 0 -> 1 (10 us), 2 -> 1, 2 -> 3
+    (15 us): the path is 2 -> 3."""
+    import numpy as np
+
+    from tracegraph.ingest import observed_path
+
+    g = object.__new__(observed_path._Graph)
+    g.n_nodes = 4
+    g.t = np.array([0.0, 10.0, 5.0, 20.0])
+    g.e = observed_path._Edges(
+        [(0, 1, 10.0, "cpu_op", 100), (1, 2, 0.0, "idle", 101), (2, 1, 5.0, "sync", 102), (2, 3, 15.0, "kernel", 103)]
+    )
+    assert g.longest() == [(103, "kernel", 5.0, 15.0, True)]
