@@ -87,7 +87,7 @@ def map_files(
     shares: list[list[int]] = [[] for _ in range(n)]
     loads = [0] * n
     for i in sorted(range(len(calls)), key=lambda i: -_size(paths[i])):
-        w = loads.index(min(loads))
+        w = min(range(n), key=lambda w: (loads[w], len(shares[w])))  # fewest files among the least loaded
         shares[w].append(i)
         loads[w] += _size(paths[i])
     results: dict[int, T] = {}
