@@ -216,11 +216,10 @@ class _Graph:
                 children.setdefault(path_parent[e], []).append(key)
             else:
                 top.setdefault(self.resource[e], []).append((key, isinstance(threads[r], str)))
-        add, waiting, no_children = self.e.add, self.waiting, ()
+        add, waiting = self.e.add, self.waiting
         for e, kind in enumerate(self.role):
             prev = 2 * e
-            mine = children.get(e, no_children)
-            for _, _, c in sorted(mine) if len(mine) > 1 else mine:
+            for _, _, c in sorted(children.get(e, ())):
                 add((prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e))
                 prev = 2 * c + 1
             join = waiting.get(e)
@@ -398,18 +397,33 @@ class _Graph:
 
     def longest(self) -> list[Segment]:
         """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
-        n = self.n_nodes
-        src_l, dst_l0, w_l0, kinds_l, attrs_l = self.e.columns()
+        src, dst, weight, kinds, attrs = self.e.columns()
         # The edges in arrays from here (a Python tuple per edge is ~150 bytes;
         # the pass's own lists come next, and together they were the ingest's peak).
         self.e = _Edges()
-        src = np.asarray(src_l, dtype=np.int64)
-        dst = np.asarray(dst_l0, dtype=np.int64)
-        w = np.asarray(w_l0, dtype=float)
-        attrs = np.asarray(attrs_l, dtype=np.int64)
-        kind_codes, kind_index = pd.factorize(pd.Series(kinds_l, dtype=object))
-        kind_names = np.asarray(kind_index, dtype=object)
-        del src_l, dst_l0, w_l0, kinds_l, attrs_l
+        kind_codes, kind_names = pd.factorize(pd.Series(kinds, dtype=object))
+        return self._heaviest(
+            np.asarray(src, dtype=np.int64),
+            np.asarray(dst, dtype=np.int64),
+            np.asarray(weight, dtype=float),
+            kind_codes,
+            np.asarray(kind_names, dtype=object),
+            np.asarray(attrs, dtype=np.int64),
+        )
+
+    def _heaviest(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        w: np.ndarray,
+        kind_codes: np.ndarray,
+        kind_names: np.ndarray,
+        attrs: np.ndarray,
+    ) -> list[Segment]:
+        """:meth:`longest` over the edges as arrays (edge i: ``src[i]`` ->
+        ``dst[i]``, weight ``w[i]``, kind ``kind_names[kind_codes[i]]``,
+        element ``attrs[i]``)."""
+        n = self.n_nodes
         order = np.lexsort((dst, src))
         src_s, dst_s, eid_s = src[order], dst[order], order
         first = np.searchsorted(src_s, np.arange(n + 1))
@@ -442,9 +456,7 @@ class _Graph:
             if not back.any():
                 raise ValueError("the happens-before graph has a cycle")
             keep = ~back
-            kept = (src[keep], dst[keep], w[keep], kind_names[kind_codes[keep]], attrs[keep])
-            self.e = _Edges(list(zip(*(column.tolist() for column in kept), strict=True)))
-            return self.longest()
+            return self._heaviest(src[keep], dst[keep], w[keep], kind_codes[keep], kind_names, attrs[keep])
         best_arr = np.asarray(best)
         top = best_arr.max()
         cands = np.flatnonzero(best_arr >= top - _EPS)

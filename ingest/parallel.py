@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from tracegraph.errors import UserError
+from tracegraph.ingest import source
 from tracegraph.ingest.limits import MiB
 
 WORKERS_ENV = "TRACEGRAPH_PARSE_WORKERS"
@@ -67,7 +68,7 @@ def worker_count(paths: Sequence[Path], requested: int | None = None) -> int:
             requested = int(text)
     if requested is not None:
         return max(1, min(requested, len(paths)))
-    if len(paths) < 2 or sum(_size(p) for p in paths) < MIN_PARALLEL_BYTES:
+    if len(paths) < 2 or sum(source.size(p) for p in paths) < MIN_PARALLEL_BYTES:
         return 1
     return min(len(paths), cores())
 
@@ -86,10 +87,10 @@ def map_files(
         return [fn(*call) for call in calls]
     shares: list[list[int]] = [[] for _ in range(n)]
     loads = [0] * n
-    for i in sorted(range(len(calls)), key=lambda i: -_size(paths[i])):
+    for i in sorted(range(len(calls)), key=lambda i: -source.size(paths[i])):
         w = min(range(n), key=lambda w: (loads[w], len(shares[w])))  # fewest files among the least loaded
         shares[w].append(i)
-        loads[w] += _size(paths[i])
+        loads[w] += source.size(paths[i])
     results: dict[int, T] = {}
     errors: dict[int, BaseException] = {}  # file index -> its error
     ended: dict[int, int] = {}  # worker -> the file it was on when its answers stopped
@@ -205,13 +206,6 @@ def _serve() -> None:
             _send(out, "error", _portable(e))
             return
         _send(out, "ok", value)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 if __name__ == "__main__":

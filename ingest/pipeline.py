@@ -26,13 +26,6 @@ from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0  # parse_files names the file and the problem
-
-
 @dataclass
 class IngestReport:
     trace: str
@@ -215,7 +208,7 @@ def prepare(
     report = progress or _silent
     t0 = time.perf_counter()
     files, folders = expand([Path(p) for p in paths])
-    sizes = sum(_size(f) for f in files)
+    sizes = sum(source.size(f) for f in files)
     report("parse", 0, sizes)
     with collector_paused():
         tf = _parse_expanded(files, folders, fmt)

@@ -30,6 +30,15 @@ def _cannot_read(path: Path, exc: OSError) -> InputError:
     return InputError(path, f"cannot read: {exc.strerror or exc}")
 
 
+def size(path: Path) -> int:
+    """The file's size on disk, 0 when it cannot be read (what reads it
+    later names the file and the problem)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def check_size(path: Path, fmt: str) -> int:
     """The size of regular file ``path``; TooLarge past ``fmt``'s limit."""
     try:

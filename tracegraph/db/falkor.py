@@ -69,6 +69,9 @@ from tracegraph.errors import (
 )
 
 _SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
+# What a NUL character in a string is stored as, by either loader: FalkorDB's
+# strings end at NUL (in a statement's text and in a bulk insert's blobs).
+NUL_SIGN = "\u2400"
 LEASE_PREFIX = "tracegraph-load:"
 # Embedded: rewrite the append-only file once loads have grown it by this
 # much (see compact_log).
@@ -477,10 +480,10 @@ def _query_error(e: redis.ResponseError) -> UserError:
 
 def _clean(value: Any) -> Any:
     """NaN/inf are not Cypher literals: send them as null. A NUL character
-    would end the statement's text: send it as U+2400, as the bulk loader
-    stores it (:data:`falkor_bulk.NUL_SIGN`)."""
+    would end the statement's text: send it as :data:`NUL_SIGN`, as the
+    bulk loader stores it."""
     if isinstance(value, str):
-        return value.replace("\x00", "\u2400") if "\x00" in value else value
+        return value.replace("\x00", NUL_SIGN)
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     if isinstance(value, dict):

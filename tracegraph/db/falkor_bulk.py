@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.db.base import Progress, TraceTables
+from tracegraph.db.falkor import NUL_SIGN
 from tracegraph.db.values import column_values
 from tracegraph.errors import DatabaseError
 
@@ -52,14 +53,15 @@ BLOB_ROWS = int(os.environ.get("TRACEGRAPH_BULK_BLOB_ROWS", "50000"))
 # The most bytes of one blob (fewer rows when long strings make it larger).
 BLOB_BYTES = 64 << 20
 
-# What a NUL character in a string is stored as (FalkorDB's strings end at NUL).
-NUL_SIGN = "\u2400"
-_NULL = b"\x00"
-_TRUE = b"\x01\x01"
-_FALSE = b"\x01\x00"
-_LONG = struct.Struct("<Bq")
-_DOUBLE = struct.Struct("<Bd")
-_COUNT = struct.Struct("<Bq")
+# The type byte before each property value.
+_T_NULL, _T_BOOL, _T_DOUBLE, _T_STRING, _T_LONG, _T_ARRAY = range(6)
+_NULL = bytes([_T_NULL])
+_TRUE = bytes([_T_BOOL, 1])
+_FALSE = bytes([_T_BOOL, 0])
+_TAGGED_INT64 = struct.Struct("<Bq")  # a type byte and an int64: an integer, or an array's length
+_TAGGED_DOUBLE = struct.Struct("<Bd")
+# A numpy column's type byte and value layout, by dtype kind.
+_NUMPY = {"b": (_T_BOOL, "u1"), "i": (_T_LONG, "<i8"), "f": (_T_DOUBLE, "<f8")}
 _ENDS = np.dtype([("src", "<u8"), ("dst", "<u8")])
 
 # Runs one GRAPH.BULK command: its arguments after the command's name.
@@ -98,7 +100,6 @@ def _send(
             done += len(part)
             if progress:
                 progress(done, total)
-    calls.flush()
     member = dict((label, rel) for rel, label in tables.membership)
     for t in tables.nodes:
         rel = member.get(t.label)
@@ -108,7 +109,8 @@ def _send(
             ends["src"] = 0
             ends["dst"] = np.arange(first, first + len(t.frame), dtype=np.uint64)
             for i in range(0, len(ends), BLOB_ROWS):
-                calls.add_edges(_header(rel, []) + ends[i : i + BLOB_ROWS].tobytes(), len(ends[i : i + BLOB_ROWS]))
+                some = ends[i : i + BLOB_ROWS]
+                calls.add_edges(_header(rel, []) + some.tobytes(), len(some))
     for r in tables.rels:
         if not len(r.frame):
             continue
@@ -283,10 +285,10 @@ def _columns(
         return names, cells
     layout: list[tuple[str, str]] = []
     for c, arr in fixed:
-        layout += [(f"{c}:t", "u1"), (f"{c}:v", {"b": "u1", "i": "<i8", "f": "<f8"}[arr.dtype.kind])]
+        layout += [(f"{c}:t", "u1"), (f"{c}:v", _NUMPY[arr.dtype.kind][1])]
     block = np.empty(len(frame), dtype=layout)
     for c, arr in fixed:
-        block[f"{c}:t"] = {"b": 1, "i": 4, "f": 2}[arr.dtype.kind]
+        block[f"{c}:t"] = _NUMPY[arr.dtype.kind][0]
         block[f"{c}:v"] = arr
     return [c for c, _ in fixed] + names, [_rows(block.tobytes(), block.dtype.itemsize), *cells]
 
@@ -303,7 +305,7 @@ def _cells(column: pd.Series, integer: bool) -> list[bytes]:
     if column.dtype == np.float64 and not integer:
         arr = column.to_numpy(dtype=np.float64)
         packed = np.empty(n, dtype=[("t", "u1"), ("v", "<f8")])
-        packed["t"] = 2
+        packed["t"] = _T_DOUBLE
         packed["v"] = arr
         cells = _rows(packed.tobytes(), 9)
         for i in np.flatnonzero(~np.isfinite(arr)).tolist():
@@ -317,8 +319,8 @@ def _cells(column: pd.Series, integer: bool) -> list[bytes]:
     return [_value(v) for v in column_values(pd.Series(values, dtype=object), integer)]
 
 
-# One string cell (type 3, UTF-8 without NUL, NUL) or a null (a lone NUL):
-# UTF-8 never puts a NUL byte inside a character.
+# One string cell (_T_STRING, UTF-8 without NUL, NUL) or a null (a lone
+# NUL, _T_NULL): UTF-8 never puts a NUL byte inside a character.
 _STRING_CELL = re.compile(b"\x03[^\x00]*\x00|\x00")
 
 
@@ -340,17 +342,17 @@ def _value(v: Any) -> bytes:
         return _NULL
     t = type(v)
     if t is str:
-        return b"\x03" + _text(v) + b"\x00"
+        return bytes([_T_STRING]) + _text(v) + b"\x00"
     if t is bool:
         return _TRUE if v else _FALSE
     if t is int:
         if not -(2**63) <= v < 2**63:
             raise NotBulkable(f"integer {v} does not fit 64 bits")
-        return _LONG.pack(4, v)
+        return _TAGGED_INT64.pack(_T_LONG, v)
     if t is float:
-        return _DOUBLE.pack(2, v) if math.isfinite(v) else _NULL
+        return _TAGGED_DOUBLE.pack(_T_DOUBLE, v) if math.isfinite(v) else _NULL
     if t is list or t is tuple:
-        return _COUNT.pack(5, len(v)) + b"".join(_value(x) for x in v)
+        return _TAGGED_INT64.pack(_T_ARRAY, len(v)) + b"".join(_value(x) for x in v)
     if isinstance(v, np.ndarray):
         return _value(v.tolist())
     if hasattr(v, "item"):  # a numpy scalar

@@ -283,7 +283,12 @@ def parse_many(paths: list[Path], *, workers: int | None = None) -> TraceFrames:
 
 def _header_rank(path: Path) -> int | None:
     """``distributedInfo.rank`` when the file gives it before its events."""
-    info = kineto_read.read_header(path).get("distributedInfo")
+    return _info_rank(kineto_read.read_header(path))
+
+
+def _info_rank(header: dict[str, Any]) -> int | None:
+    """The rank a file's ``distributedInfo`` names, if it names one."""
+    info = header.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
@@ -344,10 +349,7 @@ def _read_rank(path: Path) -> _Rank:
         if not isinstance(base, int) or isinstance(base, bool):
             raise InputError(path, "baseTimeNanoseconds is not an integer", "baseTimeNanoseconds")
         _shift(r, base)
-    info = header.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    if isinstance(rank, int) and not isinstance(rank, bool):
-        r.rank = rank
+    r.rank = _info_rank(header)
     return r
 
 
@@ -498,10 +500,7 @@ def _join(parts: list[_RankPart]) -> TraceFrames:
         allocations["alloc_us"] = (alloc_times[:, 0] - origin) / 1000.0
         free = alloc_times[:, 1]
         allocations["free_us"] = [None if f == _NEVER_FREED else (f - origin) / 1000.0 for f in free.tolist()]
-    order = np.lexsort((np.arange(len(ops)), -ops["end_us"].to_numpy(float), ops["start_us"].to_numpy(float)))
-    seq = np.empty(len(ops), dtype=np.int64)
-    seq[order] = np.arange(len(ops))
-    ops["seq"] = seq
+    ops["seq"] = _seq(op_times)
     tf.meta = _meta(parts)
     tf.check()
     return tf
@@ -574,11 +573,7 @@ class _Assemble:
         self._rank(r)
         tf = self.b.frames()
         op_times = _times(self.op_times)
-        # Parents first for the phases: the rank's own order by (start, longer first, file order).
-        order = np.lexsort((np.arange(len(op_times)), -op_times[:, 1], op_times[:, 0]))
-        seq = np.empty(len(order), dtype=np.int64)
-        seq[order] = np.arange(len(order))
-        tf.ops["seq"] = seq
+        tf.ops["seq"] = _seq(op_times)  # the rank's own order (parents first), for its phases
         assign_phases(tf)
         return _RankPart(
             path=r.path,
@@ -841,6 +836,15 @@ class _Assemble:
 def _times(pairs: list[tuple[int, int]]) -> np.ndarray:
     """(start, end) pairs as an (n, 2) int64 array (n may be 0)."""
     return np.array(pairs, dtype=np.int64).reshape(len(pairs), 2)
+
+
+def _seq(times: np.ndarray) -> np.ndarray:
+    """Each op's place in the order by (start, longer first, file order):
+    an op comes after the ops that enclose it."""
+    order = np.lexsort((np.arange(len(times)), -times[:, 1], times[:, 0]))
+    seq = np.empty(len(order), dtype=np.int64)
+    seq[order] = np.arange(len(order))
+    return seq
 
 
 def _set_times(df: pd.DataFrame, times: np.ndarray, origin: int) -> None:
