@@ -76,6 +76,11 @@ def session_graph(db_uri):
         wipe_neo4j(g)
     yield g
     g.close()
+    if g.backend == "embedded":
+        # A crash of the session's server shows as a cascade of connection
+        # errors; this names its cause once.
+        log = Path(os.environ["TRACEGRAPH_HOME"]) / "falkordb" / "server.log"
+        assert "crashed by signal" not in log.read_text(errors="replace"), f"the embedded server crashed: see {log}"
 
 
 def wipe_neo4j(g) -> None:

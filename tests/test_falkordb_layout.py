@@ -242,3 +242,82 @@ def test_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
             assert [row[0] for row in indexed[1]] == [b"OpTotals", b"Trace"]
     finally:
         server.release()
+
+
+def test_falkordb_keeps_track_of_every_graph_through_drops_replaces_and_sweeps(tmp_path, monkeypatch):
+    """FalkorDB 4.16 lists the graphs it holds (GRAPH.LIST; its AOF rewrite
+    walks the same list). Removing a graph with UNLINK takes a second, live
+    graph off that list, and in CI the list's length wrapped and crashed the
+    server. After every way tracegraph removes a graph (drop, replace, a
+    failed load, a sweep of an abandoned load), the list must still name
+    exactly the graphs in the keyspace."""
+    from tracegraph.db.connect import open_graph
+    from tracegraph.errors import Conflict
+    from tracegraph.ingest.pipeline import ingest
+
+    monkeypatch.setenv("TRACEGRAPH_HOME", str(tmp_path / "home"))
+    g = open_graph("embedded")
+    r = g._redis
+
+    def listed() -> tuple[list, list]:
+        graphs = sorted(k for k in r.scan_iter(match="*") if r.type(k) == "graphdata")
+        return sorted(r.execute_command("GRAPH.LIST")), graphs
+
+    def graphs_of(*traces: str) -> list[str]:
+        return sorted(["tracegraph", *(f"tracegraph:trace:{t}" for t in traces)])
+
+    try:
+        for name in ("a", "b", "c", "d", "e"):
+            ingest(g, [SEED_STEPSTATS], name)
+
+        def abandon_a_load_and_sweep() -> None:
+            r.execute_command("GRAPH.QUERY", g._load_key("abandoned"), "CREATE (:Trace)")
+            assert g.sweep() == [g._load_key("abandoned")]
+
+        def load_refused_at_publishing() -> None:
+            with pytest.raises(Conflict):
+                ingest(g, [SEED_STEPSTATS], "a")
+
+        steps = [
+            ("drop", lambda: g.drop_trace("b"), "acde"),
+            ("replace", lambda: ingest(g, [SEED_STEPSTATS], "c", replace=True), "acde"),
+            ("refused load", load_refused_at_publishing, "acde"),
+            ("sweep", abandon_a_load_and_sweep, "acde"),
+            ("second drop", lambda: g.drop_trace("e"), "acd"),
+        ]
+        for what, do, left in steps:
+            do()
+            time.sleep(0.1)  # (a lazily freed graph would leave the list a moment later)
+            assert listed() == (graphs_of(*left), graphs_of(*left)), f"after the {what}"
+    finally:
+        g.close()
+
+
+def test_a_crashed_server_is_named_with_its_report(tmp_path, monkeypatch):
+    """When the embedded server dies of a signal (Redis then writes a crash
+    report to its log), the error says so and where the report is; a
+    connection lost without a crash does not claim one."""
+    from tracegraph.db.connect import open_graph
+    from tracegraph.errors import DatabaseError
+
+    monkeypatch.setenv("TRACEGRAPH_HOME", str(tmp_path / "home"))
+    log = tmp_path / "home" / "falkordb" / "server.log"
+    for sig, crashed in ((signal.SIGKILL, False), (signal.SIGSEGV, True)):
+        g = open_graph("embedded")
+        try:
+            pid = int((tmp_path / "home" / "falkordb" / "server.pid").read_text())
+            os.kill(pid, sig)
+            probe = redis.Redis(unix_socket_path=str(log.parent / "server.sock"), retry=None)
+            for _ in range(600):  # until it no longer answers (the report is written before it exits)
+                try:
+                    probe.ping()
+                except redis.ConnectionError:
+                    break
+                time.sleep(0.05)
+            with pytest.raises(DatabaseError) as err:
+                g.list_traces()
+            message = str(err.value)
+            assert message.startswith("lost connection to FalkorDB at the embedded database in ")
+            assert ("the server crashed" in message) is crashed and (str(log) in message) is crashed
+        finally:
+            g.close()

@@ -100,6 +100,7 @@ def _embedded() -> Graph:
             backend="embedded",
             on_close=server.release,
             where=f"the embedded database in {server.data_dir}",
+            server_log=server.log_file,
         )
     except BaseException:
         server.release()

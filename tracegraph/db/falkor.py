@@ -19,6 +19,15 @@ old key and a drop removes the whole key, each together with its catalog
 update in one MULTI/EXEC, which is atomic for readers and in the
 append-only file alike. Catalog nodes of dropped traces stay as
 tombstones (``status: 'dropped'``, no other property) for the same reason.
+
+Why graph keys are removed with GRAPH.DELETE, never UNLINK (or DEL on a
+server that frees lazily): FalkorDB 4.16 keeps a list of the graphs in the
+keyspace, and a graph freed after its "del" notification is taken off that
+list twice. The second removal drops another, live graph from the list;
+when it runs on Redis's background thread it races the main thread, the
+list's length wraps and the next graph created crashes the server (seen in
+CI: ``Globals_AddGraph``, signal 11). GRAPH.DELETE sends no notification.
+``tests/test_falkordb_layout.py`` checks the list after drops and sweeps.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
@@ -73,6 +83,8 @@ _SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
 # strings end at NUL (in a statement's text and in a bulk insert's blobs).
 NUL_SIGN = "\u2400"
 LEASE_PREFIX = "tracegraph-load:"
+# How much of the end of the embedded server's log holds a crash report's start.
+CRASH_REPORT_TAIL = 256 * 1024
 # Embedded: rewrite the append-only file once loads have grown it by this
 # much (see compact_log).
 AOF_COMPACT_BYTES = 8 << 20
@@ -94,11 +106,13 @@ class FalkorGraph:
         backend: str = "falkordb",
         on_close: Callable[[], None] | None = None,
         where: str | None = None,
+        server_log: Path | None = None,
     ) -> None:
         self.backend = backend
         self.prefix = prefix
         self._on_close = on_close
         self._where = where or unix_socket or f"{host}:{port}"
+        self._server_log = server_log
         self._address = (
             {"unix_socket_path": unix_socket} if unix_socket else {"host": host or "localhost", "port": port or 6379}
         )
@@ -110,6 +124,18 @@ class FalkorGraph:
             raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {first_line(e)}") from None
         self._deadline = Deadline()
         check_layout(self._redis, self.prefix, self._where, self.backend)
+
+    def _lost(self, e: redis.ConnectionError) -> DatabaseError:
+        """The error for a connection that broke: with where the server's
+        crash report is, when the server we run crashed."""
+        crashed = ""
+        if self._server_log is not None:
+            with contextlib.suppress(OSError), self._server_log.open("rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - CRASH_REPORT_TAIL))
+                tail = f.read()
+                if tail.rfind(b"crashed by signal") > tail.rfind(b"Redis is starting"):
+                    crashed = f" (the server crashed: its report is in {self._server_log})"
+        return DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e).rstrip('.')}{crashed}")
 
     # -- keys --------------------------------------------------------------
 
@@ -156,7 +182,7 @@ class FalkorGraph:
             else:
                 res = graph.ro_query(query, _clean(params) if params else None, timeout=timeout_ms)
         except redis.ConnectionError as e:
-            raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e)}") from None
+            raise self._lost(e) from None
         except redis.ResponseError as e:
             raise _query_error(e) from None
         except (ValueError, TypeError) as e:  # the client cannot send these parameters
@@ -232,7 +258,7 @@ class FalkorGraph:
         except BaseException:
             # (if the server is gone too, the next sweep removes it: its lease went with this process)
             with contextlib.suppress(redis.RedisError):
-                self._redis.unlink(key)
+                self._delete_graph(key)
             raise
         finally:
             lease.close()
@@ -253,7 +279,7 @@ class FalkorGraph:
                 checkpoint("load-started")
                 return True
             except (falkor_bulk.NotBulkable, _NoBulkInsert):
-                self._redis.unlink(key)
+                self._delete_graph(key)
         res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
         checkpoint("load-started")
 
@@ -268,7 +294,7 @@ class FalkorGraph:
         try:
             return self._redis.execute_command("GRAPH.BULK", *args)
         except redis.ConnectionError as e:
-            raise DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e)}") from None
+            raise self._lost(e) from None
         except redis.ResponseError as e:
             text = first_line(e)
             if "unknown command" in text.lower() or "noperm" in text.lower():
@@ -327,6 +353,14 @@ class FalkorGraph:
         if failed:
             raise DatabaseError(f"FalkorDB did not publish trace {name!r}: {first_line(failed[0])}")
 
+    def _delete_graph(self, key: str) -> None:
+        """Remove graph ``key`` if it is there (see the module's docstring for why not UNLINK)."""
+        try:
+            self._redis.execute_command("GRAPH.DELETE", key)
+        except redis.ResponseError as e:
+            if "empty key" not in str(e):
+                raise
+
     def drop_trace(self, name: str) -> int:
         key = self._trace_key(name)
         res = self._query(
@@ -339,7 +373,7 @@ class FalkorGraph:
             raise NotFound(f"no trace named {name!r}")
         checkpoint("drop-started")
         with self._redis.pipeline(transaction=True) as pipe:
-            pipe.unlink(key)
+            pipe.execute_command("GRAPH.DELETE", key)
             pipe.execute_command(
                 "GRAPH.QUERY",
                 self.prefix,
@@ -365,7 +399,7 @@ class FalkorGraph:
             for raw in self._redis.scan_iter(match=self._load_key("*"), count=1000):
                 key = raw.decode() if isinstance(raw, bytes) else raw
                 if key.rsplit(":", 1)[-1] not in live:
-                    self._redis.unlink(key)
+                    self._delete_graph(key)
                     removed.append(key)
         except redis.RedisError as e:
             raise DatabaseError(f"FalkorDB at {self._where}: {first_line(e)}") from None
