@@ -14,7 +14,9 @@ calls from stdin and writes each result to stdout as soon as it has it. Not
 :mod:`multiprocessing`: its spawn and forkserver methods import the
 caller's main script again in every worker (a user's script without an
 ``if __name__ == "__main__"`` guard would run twice, or fail), and fork
-copies the caller's threads and locks (an API server's).
+copies the caller's threads and locks (an API server's). A worker ends
+when its stdin does, so none outlives a parent that was killed or
+interrupted.
 
 Workers are worth their start (a process importing pandas, ~0.5 s) only
 for a large run: below :data:`MIN_PARALLEL_BYTES` of files, or with one
@@ -100,7 +102,8 @@ def map_files(
         procs = [
             stack.enter_context(
                 subprocess.Popen(
-                    [sys.executable, "-m", "tracegraph.ingest.parallel"],
+                    # -P: not the working directory first on sys.path (a json.py there would be imported)
+                    [sys.executable, "-P", "-m", "tracegraph.ingest.parallel"],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
@@ -119,8 +122,9 @@ def map_files(
             assert proc.stdin is not None and proc.stdout is not None
             i = share[0]
             try:
+                # stdin stays open until the worker is done: its end tells the worker this process died
                 proc.stdin.write(pickle.dumps((fn.__module__, fn.__qualname__, [calls[i] for i in share])))
-                proc.stdin.close()
+                proc.stdin.flush()
                 for i in share:
                     status, value = _receive(proc.stdout)
                     if status == "error":
@@ -135,10 +139,14 @@ def map_files(
                 stop()
 
         threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        except BaseException:  # interrupted: the workers go now, not after their files
+            stop()
+            raise
         for w, i in ended.items():
             code = procs[w].wait()
             if stopping.is_set() and code == -9:
@@ -150,7 +158,11 @@ def map_files(
             )
             stop()
     if errors:
-        raise errors[min(errors)]
+        first = min(errors)
+        error = errors[first]
+        if not isinstance(error, UserError):  # (a UserError names its file already)
+            error.add_note(f"while reading {paths[first]}")
+        raise error
     return [results[i] for i in range(len(calls))]
 
 
@@ -198,6 +210,7 @@ def _serve() -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     module, name, calls = pickle.load(sys.stdin.buffer)
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
     fn = getattr(importlib.import_module(module), name)
     for call in calls:
         try:
@@ -206,6 +219,14 @@ def _serve() -> None:
             _send(out, "error", _portable(e))
             return
         _send(out, "ok", value)
+
+
+def _exit_with_parent() -> None:
+    """End this worker when stdin ends: the parent closes it once it has
+    every answer, and the system closes it when the parent dies (killed,
+    interrupted), so that no worker goes on reading for nobody."""
+    sys.stdin.buffer.read()
+    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -37,3 +37,20 @@ def odd(x: str) -> str:
     if x == "odd":
         raise OddError("an odd failure", 7)
     return x
+
+
+def sleepy(x: str, pids: str) -> str:
+    """Says which process it is (a file named ``x`` in ``pids``), then sleeps
+    far longer than any test waits."""
+    import time
+
+    with open(os.path.join(pids, x), "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)
+    return x
+
+
+def as_json(x: str) -> str:
+    import json
+
+    return json.dumps(x)

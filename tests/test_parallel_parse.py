@@ -119,6 +119,30 @@ def test_bad_shapes_are_the_same_one_line_error_either_way(tmp_path, monkeypatch
         assert str(e.value) == f"{path} ({message}", in_memory
 
 
+def test_args_of_other_types_are_read_as_before_either_way(tmp_path, monkeypatch):
+    """Empty args of another type (``[]``, ``false``, ``""``) are no args;
+    a metadata event's args may be anything, and so may those of an event
+    the graph does not keep; args nested past a thousand levels (where the
+    C decoder gives up) are read by the stream. Either reader, the same
+    trace as the document without them."""
+    plain = kb.document()
+    odd = kb.document()
+    odd["traceEvents"][0]["args"] = "main"  # metadata
+    odd["traceEvents"][5]["args"] = []  # aten::add, no args
+    odd["traceEvents"][8]["args"] = False  # aten::copy_, no args
+    skipped = {"ph": "X", "cat": "overhead", "pid": 1, "tid": 1, "ts": 0, "dur": 1}  # a category not read
+    odd["traceEvents"].append({**skipped, "name": "f", "args": [1]})
+    odd["traceEvents"].append({**skipped, "name": "g", "args": {"x": "DEEP"}})
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(odd).replace('"DEEP"', "[" * 1100 + "1" + "]" * 1100))
+    expected = kineto.parse(kb.write(tmp_path / "plain.json", plain, gz=False))
+    for in_memory in (1 << 30, 0):
+        monkeypatch.setattr(kineto_read, "IN_MEMORY_JSON_BYTES", in_memory)
+        got = kineto.parse(path)
+        pdt.assert_frame_equal(got.ops, expected.ops)
+        pdt.assert_frame_equal(got.kernels, expected.kernels)
+
+
 def test_text_the_c_decoder_refuses_is_read_or_refused_as_the_stream_does(tmp_path, monkeypatch):
     """Bytes that are not UTF-8 are one line either way; a lone surrogate
     escape (which yajl takes and msgspec does not) is read either way."""
@@ -165,7 +189,8 @@ def helpers(monkeypatch):
     import parallel_helpers
 
     here = str(Path(__file__).parent)
-    monkeypatch.setenv("PYTHONPATH", here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # (no empty entry: that one would be the working directory)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
     return parallel_helpers
 
 
@@ -194,5 +219,71 @@ def test_a_worker_that_dies_is_named_with_its_last_words(helpers, tmp_path):
 
 def test_an_error_that_does_not_rebuild_still_says_what_it_was(helpers, tmp_path):
     names = ["a", "odd"]
-    with pytest.raises(RuntimeError, match=r"^OddError: an odd failure$"):
+    with pytest.raises(RuntimeError) as e:
         parallel.map_files(helpers.odd, [(n,) for n in names], _files(tmp_path, names), workers=2)
+    assert str(e.value) == "OddError: an odd failure"
+
+
+def test_an_error_from_a_worker_says_which_file_it_was_reading(helpers, tmp_path):
+    names = ["a", "odd"]
+    paths = _files(tmp_path, names)
+    with pytest.raises(RuntimeError) as e:
+        parallel.map_files(helpers.odd, [(n,) for n in names], paths, workers=2)
+    assert e.value.__notes__ == [f"while reading {paths[1]}"]
+
+
+def test_a_module_in_the_working_directory_does_not_replace_the_workers_own(helpers, tmp_path, monkeypatch):
+    """Workers do not put the working directory first on their path: a
+    user's json.py there is not the json module they import."""
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "json.py").write_text("raise ImportError('the json.py of the working directory')\n")
+    monkeypatch.chdir(here)
+    names = ["a", "b"]
+    assert parallel.map_files(helpers.as_json, [(n,) for n in names], _files(tmp_path, names), workers=2) == [
+        '"a"',
+        '"b"',
+    ]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGKILL"])
+def test_workers_do_not_outlive_their_parent(helpers, tmp_path, signal_name):
+    """The parent interrupted (Ctrl-C to it alone) or killed: its workers
+    end then, not after the files they were reading (here: never)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    names = ["a", "b"]
+    _files(tmp_path, names)
+    script = (
+        "import sys; from pathlib import Path; import parallel_helpers as h; "
+        "from tracegraph.ingest import parallel; "
+        f"parallel.map_files(h.sleepy, [(n, {str(pids)!r}) for n in {names!r}], "
+        f"[Path({str(tmp_path)!r}) / n for n in {names!r}], workers=2)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = [int(p.read_text()) for p in pids.iterdir()]
+        assert len(workers) == 2
+        parent.send_signal(getattr(signal, signal_name))
+        parent.wait(timeout=120)
+
+        def alive(pid: int) -> bool:  # (a zombie nobody reaped yet has ended)
+            try:
+                return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:
+                return False
+
+        while any(map(alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(map(alive, workers))
+    finally:
+        parent.kill()
+        parent.wait()

@@ -9,6 +9,7 @@ Both engines also store exactly the same graph for the same trace.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -327,6 +328,61 @@ def test_bulk_insert_of_pandas_nullable_columns_matches_statements(graph, monkey
     assert set(props["op:2"]) == {"uid", "trace", "mixed"} and props["op:2"]["mixed"] == 2
 
 
+LIST_COLUMNS = {
+    "floats": [[1.5, -2.0], None, [], [3.25]],
+    "ints": [[1, 2**62], [0], None, [-(2**63)]],
+    "bools": [[True, False], None, [False], []],
+    "strings": [["a", "\u00e9\u4e2d", "x\x00y", ""], None, [], ["\U0001f600"]],
+    "nonfinite": [[1.0, float("nan")], [float("inf")], None, [2.0]],  # a null element each
+    "mixed": [[1, 2.5], ["a", 1], None, [True, 1]],
+    "nested": [[[1, 2], [3]], None, [[]], [[4.0]]],
+}
+
+
+@pytest.mark.parametrize("column", sorted(LIST_COLUMNS))
+def test_list_columns_encode_as_cell_by_cell(column):
+    """List columns are encoded in one go (numpy, one text); the cells must
+    be exactly what the cell-by-cell encoder makes of each value."""
+    import pandas as pd
+
+    from tracegraph.db import falkor_bulk
+
+    values = LIST_COLUMNS[column]
+    got = falkor_bulk._cells(pd.Series(values, dtype=object), False)
+    assert got == [falkor_bulk._value(v) for v in values]
+
+
+def test_list_columns_store_the_same_by_both_loaders(graph, monkeypatch):
+    if graph.backend == "neo4j":
+        pytest.skip("FalkorDB's loaders")
+    import json
+
+    import pandas as pd
+
+    from tracegraph.db.base import NodeTable, TraceTables
+
+    ops = pd.DataFrame({"uid": ["op:1", "op:2", "op:3", "op:4"], **LIST_COLUMNS})
+    columns = tuple(c for c in LIST_COLUMNS if c != "nonfinite")  # (FalkorDB's Cypher refuses a null in a list)
+    tables = TraceTables(
+        trace_props={"counts": json.dumps({"Op": 4}), "framework": "test"},
+        nodes=[NodeTable("Op", "ops", ops, columns)],
+        rels=[],
+        membership=[("HAS_OP", "Op")],
+        int_columns=frozenset(),
+    )
+    graph.store_trace("lists-bulk", tables)
+    monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
+    graph.store_trace("lists-cypher", tables)
+    assert _dump(graph, "lists-bulk") == _dump(graph, "lists-cypher")
+    props = dict(graph.run("MATCH (o:Op) RETURN o.uid, properties(o)", trace="lists-bulk").rows)
+    assert props["op:1"]["ints"] == [1, 2**62] and props["op:4"]["ints"] == [-(2**63)]
+    assert props["op:1"]["strings"] == ["a", "\u00e9\u4e2d", "x\u2400y", ""] and props["op:4"]["strings"] == [
+        "\U0001f600"
+    ]
+    assert props["op:1"]["bools"] == [True, False] and props["op:3"]["floats"] == []
+    assert "floats" not in props["op:2"]
+
+
 # ---------------------------------------------------------------- crashes
 
 
@@ -340,6 +396,38 @@ KILL_POINTS = {
 NEW_AFTER = {"load-published", "swap-started", "swap-batch", "swap-renamed"}
 # Points of the Neo4j protocol only: FalkorDB's RENAME and MULTI/EXEC do those steps at once.
 NEO4J_ONLY = {"swap-started", "swap-batch", "swap-renamed", "drop-marked"}
+
+
+def test_two_drops_at_once_one_drops_the_other_says_there_is_no_such_trace(graph, db_uri, tg_home, tmp_path):
+    """A drop that found the trace, then paused (SIGSTOP at drop-started)
+    while another process dropped it, ends with the one-line "no trace
+    named" (exit 1), and the database is as the other drop left it."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, [Op("a", "A", 0, 1), Op("b", "B", 2, 1, ["a"])], "t.pbtxt")
+    name = "dropped-twice"
+    ingest(graph, [path], name)
+    nodes = trace_nodes(graph, name)
+    env = dict(os.environ, TRACEGRAPH_HOME=str(tg_home), TRACEGRAPH_PAUSE_AT="drop-started")
+    env.pop("TRACEGRAPH_DB", None)
+    if db_uri != "embedded":
+        env["TRACEGRAPH_DB"] = db_uri
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "tracegraph.cli", "drop", name], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while Path(f"/proc/{slow.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline and slow.poll() is None, "the drop did not reach drop-started"
+            time.sleep(0.05)
+        assert graph.drop_trace(name) == nodes
+        slow.send_signal(signal.SIGCONT)
+        _, err = slow.communicate(timeout=120)
+    finally:
+        slow.kill()
+    assert slow.returncode == 1 and err.count("\n") == 1 and f"no trace named {name!r}" in err, err
+    assert _ops(graph, name) is None and trace_nodes(graph, name) == 0
 
 
 @pytest.mark.parametrize("op, point", [(op, p) for op, points in KILL_POINTS.items() for p in points])

@@ -133,7 +133,8 @@ class FalkorGraph:
             with contextlib.suppress(OSError), self._server_log.open("rb") as f:
                 f.seek(max(0, f.seek(0, os.SEEK_END) - CRASH_REPORT_TAIL))
                 tail = f.read()
-                if tail.rfind(b"crashed by signal") > tail.rfind(b"Redis is starting"):
+                crash = max(tail.rfind(b"crashed by signal"), tail.rfind(b"BUG REPORT START"))
+                if crash > tail.rfind(b"Redis is starting"):
                     crashed = f" (the server crashed: its report is in {self._server_log})"
         return DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e).rstrip('.')}{crashed}")
 
@@ -383,7 +384,12 @@ class FalkorGraph:
                     {"trace": name},
                 ),
             )
-            pipe.execute()
+            deleted, tombstoned = pipe.execute(raise_on_error=False)
+        if isinstance(deleted, redis.ResponseError) and "empty key" in str(deleted):
+            raise NotFound(f"no trace named {name!r}")  # dropped by another process meanwhile
+        for reply in (deleted, tombstoned):
+            if isinstance(reply, Exception):
+                raise DatabaseError(f"FalkorDB did not drop trace {name!r}: {first_line(reply)}")
         checkpoint("drop-done")
         return int(res.rows[0][0] or 0)
 

@@ -316,7 +316,57 @@ def _cells(column: pd.Series, integer: bool) -> list[bytes]:
         values[i] = None
     if set(map(type, values)) <= {str, type(None)}:
         return _strings(values)
+    lists = _list_cells(values)
+    if lists is not None:
+        return lists
     return [_value(v) for v in column_values(pd.Series(values, dtype=object), integer)]
+
+
+# A list element's type byte and value layout, by the element's Python type.
+_ELEMENT = {float: (_T_DOUBLE, "<f8"), int: (_T_LONG, "<i8"), bool: (_T_BOOL, "u1")}
+
+
+def _list_cells(values: list[Any]) -> list[bytes] | None:
+    """A column of lists (or nulls) whose elements all have one type
+    (float, int, bool or str), as cells: the elements encoded together (by
+    numpy, or as one text) and cut per row. None for any other column,
+    which :func:`_value` then encodes cell by cell (the rules are its)."""
+    present = [v for v in values if v is not None]
+    if not present or any(type(v) is not list for v in present):
+        return None
+    flat = list(chain.from_iterable(present))
+    kinds = set(map(type, flat))
+    if len(kinds) > 1:
+        return None
+    kind = kinds.pop() if kinds else float
+    if kind is str:
+        strings = _strings(flat)
+        pieces: Callable[[int, int], bytes] = lambda a, b: b"".join(strings[a:b])  # noqa: E731
+    elif kind in _ELEMENT:
+        code, layout = _ELEMENT[kind]
+        try:
+            arr = np.asarray(flat, dtype=layout)
+        except OverflowError:  # an integer past 64 bits: _value says so
+            return None
+        if kind is float and not np.isfinite(arr).all():  # a non-finite element is a null element
+            return None
+        packed = np.empty(len(flat), dtype=[("t", "u1"), ("v", layout)])
+        packed["t"] = code
+        packed["v"] = arr
+        block, width = packed.tobytes(), packed.dtype.itemsize
+        pieces = lambda a, b: block[a * width : b * width]  # noqa: E731
+    else:
+        return None
+    cells: list[bytes] = []
+    at = 0
+    for v in values:
+        if v is None:
+            cells.append(_NULL)
+        else:
+            n = len(v)
+            cells.append(_TAGGED_INT64.pack(_T_ARRAY, n) + pieces(at, at + n))
+            at += n
+    return cells
 
 
 # One string cell (_T_STRING, UTF-8 without NUL, NUL) or a null (a lone

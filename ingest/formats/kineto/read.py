@@ -196,6 +196,10 @@ def stream_events(path: Path, trailer: dict[str, Any]) -> Iterator[dict[str, Any
     trailer.update(_trailing_keys(tail.tail))
 
 
+class ArgsNotAnObject(ValueError):
+    """An event's args are neither an object nor empty."""
+
+
 class Event(msgspec.Struct):
     """One element of ``traceEvents``: the fields the graph reads, each any
     JSON value as the file has it (None when absent), and ``args``: None,
@@ -213,7 +217,7 @@ class Event(msgspec.Struct):
     args: Any = None
 
 
-_WHERE = re.compile(r" - at `\$(?:\.traceEvents)?(?:\[(\d+)\])?(\.\w+)?")
+_WHERE = re.compile(r" - at `\$(?:\.traceEvents)?(?:\[(\d+)\])?")
 
 
 class EventReader:
@@ -225,17 +229,22 @@ class EventReader:
         fields = [(f"a{i}", Any, msgspec.field(default=msgspec.UNSET, name=k)) for i, k in enumerate(self.arg_names)]
         args_type = msgspec.defstruct("Args", fields)
         # An Event whose args are the struct above (a subclass: callers see an Event).
-        self.event_type: type[Event] = msgspec.defstruct(
-            "KeptEvent", [("args", args_type | None, None)], bases=(Event,)
-        )  # type: ignore[assignment]
+        # args of any JSON type decode (a profiler's metadata events may have
+        # a string there): only the events the graph keeps need an object.
+        any_args = args_type | None | list[Any] | str | bool | int | float
+        self.event_type: type[Event] = msgspec.defstruct("KeptEvent", [("args", any_args, None)], bases=(Event,))  # type: ignore[assignment]
         header = [(k, msgspec.Raw | msgspec.UnsetType, msgspec.UNSET) for k in HEADER_KEYS]
         file_type = msgspec.defstruct("TraceFile", [("traceEvents", list[self.event_type]), *header])  # type: ignore[name-defined]
         self._decoder = msgspec.json.Decoder(file_type, float_hook=Decimal)
 
     def args(self, ev: Event, first: int | None = None) -> dict[str, Any]:
         """The event's args among the named ones (the ``first`` names only,
-        when given) that the file gives, in the order named."""
-        if ev.args is None:
+        when given) that the file gives, in the order named. No args, or
+        empty ones of another type (``[]``, ``false``, ``""``), are none;
+        other args that are not an object raise :class:`ArgsNotAnObject`."""
+        if not isinstance(ev.args, msgspec.Struct):
+            if ev.args:
+                raise ArgsNotAnObject(ev.args)
             return {}
         values = msgspec.structs.astuple(ev.args)
         names = self.arg_names if first is None else self.arg_names[:first]
@@ -257,10 +266,11 @@ class EventReader:
                     header[key] = json.loads(bytes(raw))
         except msgspec.ValidationError as e:
             raise _invalid(path, str(e)) from None
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             # What the C decoder refuses, the stream reads or refuses with
             # its own one-line reason (truncated, malformed, not UTF-8), so
-            # that both readers accept and refuse the same files.
+            # that both readers accept and refuse the same files. (msgspec
+            # gives up past ~1,000 levels of nesting, even in args it skips.)
             return header, self._stream(path, header)
         del data
         events: list[Event] = getattr(doc, "traceEvents")  # noqa: B009 - a field of a struct made at run time
@@ -282,36 +292,32 @@ def _invalid(path: Path, msg: str, index: int | None = None) -> InputError:
     """A decoder's complaint about the file's shape as a one-line error
     naming the event (``index``: the event's, when ``msg`` is about it alone)."""
     found = _WHERE.search(msg)
-    at, key = (found[1], found[2]) if found else (None, None)
+    at = found[1] if found else None
     if index is not None:
         at = str(index)
     if "missing required field" in msg:
         return InputError(path, "no traceEvents list: not a Chrome/Kineto trace")
     if at is None:
         return InputError(path, "traceEvents is not a list", "traceEvents")
-    where = f"traceEvents[{at}]"
-    if key == ".args":
-        return InputError(path, "args is not an object", where)
-    return InputError(path, "an event is not a JSON object", where)
+    return InputError(path, "an event is not a JSON object", f"traceEvents[{at}]")
 
 
-def _whole(path: Path) -> bytes | None:
+def _whole(path: Path) -> bytearray | None:
     """The file's JSON when it is at most :data:`IN_MEMORY_JSON_BYTES`, else
-    None (read in chunks: no buffer of the limit's size up front)."""
-    chunks: list[bytes] = []
-    size = 0
+    None. Read in chunks into one growing buffer: no buffer of the limit's
+    size up front, and never the chunks and their join at once."""
+    data = bytearray()
     try:
         with open_text(path) as f:
             while chunk := f.read(16 << 20):
-                size += len(chunk)
-                if size > MAX_JSON_BYTES:
+                data += chunk
+                if len(data) > MAX_JSON_BYTES:
                     raise _too_large(path)
-                if size > IN_MEMORY_JSON_BYTES:
+                if len(data) > IN_MEMORY_JSON_BYTES:
                     return None
-                chunks.append(chunk)
     except _READ_ERRORS as e:
         raise _errors(path)(e) from None
-    return b"".join(chunks)
+    return data
 
 
 def _trailing_keys(tail: bytes) -> dict[str, Any]:
@@ -368,7 +374,7 @@ def _object_tail(text: str, i: int, end: int) -> dict[str, Any] | None:
             while i < n and text[i] in _WS:
                 i += 1
             value, i = _DECODER.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):  # (no header key nests a thousand levels deep)
             return None
         out[key] = value
 

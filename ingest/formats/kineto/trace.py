@@ -388,9 +388,9 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
         name = "" if ev.name is None else str(ev.name)
         if host is not None:
             # The reader names _KEPT_ARGS first: an op keeps exactly those.
-            r.ops.append([i, name, host, ev.pid, ev.tid, start, start + dur, _READER.args(ev, len(_KEPT_ARGS))])
+            r.ops.append([i, name, host, ev.pid, ev.tid, start, start + dur, _args(r, i, ev, len(_KEPT_ARGS))])
             return
-        args = _READER.args(ev)
+        args = _args(r, i, ev)
         if dev is not None:
             kind = dev if dev != "kernel" else ("communication" if _is_communication(name) else "compute")
             device = args.get("device", ev.pid)
@@ -413,7 +413,7 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
         if ev.name != "[memory]":
             return
         t = _time(r.path, ev, "ts", i)
-        args = _READER.args(ev)
+        args = _args(r, i, ev)
         if "Bytes" not in args:
             raise InputError(r.path, "[memory] record without Bytes", _where(i))
         r.memory.append([i, ev.pid, ev.tid, t, args])
@@ -424,6 +424,14 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
             r.flows_start[ev.id] = key
         else:
             r.flows_end[key] = ev.id
+
+
+def _args(r: _Rank, i: int, ev: kineto_read.Event, first: int | None = None) -> dict[str, Any]:
+    """The kept args of event ``i`` (see EventReader.args)."""
+    try:
+        return _READER.args(ev, first)
+    except kineto_read.ArgsNotAnObject:
+        raise InputError(r.path, "args is not an object", _where(i)) from None
 
 
 def _time(path: Path, ev: kineto_read.Event, key: str, i: int) -> int:
