@@ -47,9 +47,9 @@ from tracegraph.errors import DatabaseError
 
 # About this many bytes of blobs per GRAPH.BULK call (the server holds the
 # graph's write lock while it reads one; Redis takes at most 512 MB per blob).
-CALL_BYTES = int(os.environ.get("TRACEGRAPH_BULK_CALL_BYTES", str(32 << 20)))
+CALL_BYTES = int(os.environ.get("TRACEGRAPH_BULK_CALL_BYTES", str(8 << 20)))
 # Rows per blob: a blob is built in memory whole.
-BLOB_ROWS = int(os.environ.get("TRACEGRAPH_BULK_BLOB_ROWS", "50000"))
+BLOB_ROWS = int(os.environ.get("TRACEGRAPH_BULK_BLOB_ROWS", "10000"))
 # The most bytes of one blob (fewer rows when long strings make it larger).
 BLOB_BYTES = 64 << 20
 
