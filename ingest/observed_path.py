@@ -77,6 +77,7 @@ segments sum to the path's span.
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections import deque
 from typing import Any
 
@@ -98,20 +99,45 @@ Segment = tuple[int, str, float, float, bool]
 
 
 class _Edges:
-    """The graph's edges as (source node, target node, weight, kind,
-    element) tuples, in the order added: one append per edge (there are
-    several per op), split into columns once, for the pass."""
+    """The graph's edges: (source node, target node, weight, kind, element)
+    in the order added. One tuple append per edge (there are several per
+    op), moved into typed columns by :meth:`flush` every so often: a tuple
+    and its numbers take ~190 bytes, a row of the columns ~40, and a job's
+    1.5M edges as tuples were its ingest's peak."""
 
-    def __init__(self, items: list[tuple[int, int, float, str, int]] | None = None) -> None:
-        self.items = items if items is not None else []
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int, float, str, int]] = []
         self.add = self.items.append
+        self._src, self._dst, self._attr = array("q"), array("q"), array("q")
+        self._weight = array("d")
+        self._kind: list[str] = []
 
-    def columns(self) -> tuple[list[int], list[int], list[float], list[str], list[int]]:
+    def flush(self) -> None:
+        """Move the tuples added so far into the columns."""
+        if self.items:
+            src, dst, weight, kind, attr = zip(*self.items)
+            self._src.extend(src)
+            self._dst.extend(dst)
+            self._weight.extend(weight)
+            self._kind.extend(kind)
+            self._attr.extend(attr)
+            self.items.clear()  # (the same list: ``add`` stays bound to it)
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
         """Sources, targets, weights, kinds and elements."""
-        if not self.items:
-            return [], [], [], [], []
-        src, dst, weight, kind, attr = map(list, zip(*self.items))
-        return src, dst, weight, kind, attr
+        self.flush()
+        as_array = np.frombuffer
+        return (
+            as_array(self._src, dtype=np.int64),
+            as_array(self._dst, dtype=np.int64),
+            as_array(self._weight, dtype=np.float64),
+            self._kind,
+            as_array(self._attr, dtype=np.int64),
+        )
+
+
+# How many ops or kernels between two flushes of the edge tuples.
+_FLUSH_EVERY = 1 << 15
 
 
 def observed_path(tf: TraceFrames) -> dict[str, float | None]:
@@ -218,6 +244,8 @@ class _Graph:
                 top.setdefault(self.resource[e], []).append((key, isinstance(threads[r], str)))
         add, waiting = self.e.add, self.waiting
         for e, kind in enumerate(self.role):
+            if not e % _FLUSH_EVERY:
+                self.e.flush()
             prev = 2 * e
             for _, _, c in sorted(children.get(e, ())):
                 add((prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e))
@@ -239,6 +267,7 @@ class _Graph:
                     # the last rank's time before its collective call held every other rank up
                     late = max(0.0, t[2 * b] - t[2 * a + 1]) if b in self.late else 0.0
                     self.e.add((2 * a + 1, 2 * b, late, "idle", b))
+                self.e.flush()
             else:
                 ends = np.array([t[2 * a + 1] for a in elems])
                 order = np.argsort(ends, kind="stable")
@@ -279,7 +308,9 @@ class _Graph:
         streams = k["stream"].tolist()
         order = sorted(range(len(k)), key=lambda i: (streams[i], t[2 * (n_ops + i)], t[2 * (n_ops + i) + 1], i))
         last: dict[str, int] = {}
-        for i in order:
+        for n, i in enumerate(order):
+            if not n % _FLUSH_EVERY:
+                self.e.flush()
             e = n_ops + i
             join = self.waiting.get(e)
             if join is not None:  # an NCCL kernel waiting for the last rank, then transferring
@@ -398,18 +429,9 @@ class _Graph:
     def longest(self) -> list[Segment]:
         """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
         src, dst, weight, kinds, attrs = self.e.columns()
-        # The edges in arrays from here (a Python tuple per edge is ~150 bytes;
-        # the pass's own lists come next, and together they were the ingest's peak).
-        self.e = _Edges()
         kind_codes, kind_names = pd.factorize(pd.Series(kinds, dtype=object))
-        return self._heaviest(
-            np.asarray(src, dtype=np.int64),
-            np.asarray(dst, dtype=np.int64),
-            np.asarray(weight, dtype=float),
-            kind_codes,
-            np.asarray(kind_names, dtype=object),
-            np.asarray(attrs, dtype=np.int64),
-        )
+        self.e = _Edges()  # (the arrays above hold the columns' buffers)
+        return self._heaviest(src, dst, weight, kind_codes, np.asarray(kind_names, dtype=object), attrs)
 
     def _heaviest(
         self,

@@ -173,7 +173,9 @@ def test_edges_running_backwards_in_time_are_dropped_to_break_a_cycle():
     g = object.__new__(observed_path._Graph)
     g.n_nodes = 4
     g.t = np.array([0.0, 10.0, 5.0, 20.0])
-    g.e = observed_path._Edges(
-        [(0, 1, 10.0, "cpu_op", 100), (1, 2, 0.0, "idle", 101), (2, 1, 5.0, "sync", 102), (2, 3, 15.0, "kernel", 103)]
-    )
+    g.e = observed_path._Edges()
+    for edge in [(0, 1, 10.0, "cpu_op", 100), (1, 2, 0.0, "idle", 101), (2, 1, 5.0, "sync", 102)]:
+        g.e.add(edge)
+    g.e.flush()  # (edges both in the columns and still as tuples)
+    g.e.add((2, 3, 15.0, "kernel", 103))
     assert g.longest() == [(103, "kernel", 5.0, 15.0, True)]
