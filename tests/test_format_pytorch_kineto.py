@@ -31,6 +31,7 @@ from tracegraph.queries.run import run_analysis
 
 DATA = Path(__file__).resolve().parent / "data"
 CPU_TRACES = [DATA / "kineto" / "cnn-cpu.pt.trace.json.gz", DATA / "kineto" / "lstm-cpu.pt.trace.json.gz"]
+STACK_TRACE = DATA / "kineto" / "cnn-cpu-stack.pt.trace.json.gz"  # the CNN's step with with_stack=True
 HTA = DATA / "hta"
 # HTA 0.5.0 critical_path_analysis(rank=0, annotation="", instance_id=None)
 # over the whole trace, with HTA_DISABLE_NS_ROUNDING=1 and
@@ -569,3 +570,41 @@ def test_kernel_totals_per_name_equal_the_raw_trace(graph):
         busy[s] = total
     util = {r["stream"]: r["busy_us"] for r in rows(graph, "stream-utilization", "k-hta")}
     assert util == {s: pytest.approx(v) for s, v in busy.items()}
+
+
+def test_with_stack_annotations_hold_what_runs_in_them(graph):
+    """With ``with_stack=True``, ``ProfilerStep#1`` and the ``Optimizer.``
+    annotations begin inside the Python frames that open them and end
+    inside the ones that close them: they must still hold the ops that run
+    in them. References from the raw JSON: every cpu_op that starts inside
+    an ``Optimizer.`` annotation is in the optimizer phase; the ops' self
+    times summed are the time the thread was inside any op (the union of
+    the events' intervals: each instant counted once, in its innermost op),
+    plus at most the time each annotation shares with the frames it only
+    partly overlaps (counted in both). Before: the annotations held
+    nothing, their whole length was their own time (2x the union), and the
+    optimizer's ops were ``forward``."""
+    events = json.loads(gzip.decompress(STACK_TRACE.read_bytes()))["traceEvents"]
+    host = [
+        e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+    ]
+    spans = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in host]
+    union, reach = 0.0, -math.inf
+    for start, end in sorted(spans):
+        union += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    shared = 0.0
+    for e, (a, b) in zip(host, spans):
+        if e["cat"] == "user_annotation":
+            shared += max([pb - a for pa, pb in spans if pa < a < pb < b], default=0.0)  # begins inside
+            shared += max([b - pa for pa, pb in spans if a < pa < b < pb], default=0.0)  # ends inside
+    optimizer = [(a, b) for e, (a, b) in zip(host, spans) if e["name"].startswith("Optimizer.")]
+    in_optimizer = sum(
+        1 for e, (a, _) in zip(host, spans) if e["cat"] == "cpu_op" and any(s <= a < t for s, t in optimizer)
+    )
+    assert len(optimizer) == 2 and in_optimizer > 20 and shared < 0.1 * union
+    ingest(graph, [STACK_TRACE], "k-stack")
+    total = graph.run("MATCH (o:Op) RETURN sum(o.weight_us)", trace="k-stack").rows[0][0]
+    assert union - 0.01 <= total <= union + shared
+    phases = dict(graph.run("MATCH (o:Op) WHERE o.category = 'cpu_op' RETURN o.phase, count(*)", trace="k-stack").rows)
+    assert phases["optimizer"] == in_optimizer

@@ -896,14 +896,27 @@ def _op_type(name: str, cat: str) -> str:
     return name
 
 
+# How far past its parent's end a nested op may end (ns): the rounding of
+# microsecond timestamps; an op running on longer is not nested in it.
+NEST_SLACK_NS = 1000
+
+
 def _nesting(ops: list[list[Any]], memory: list[list[Any]]) -> tuple[list[int | None], list[int | None]]:
     """Parent index of each op (innermost enclosing op of its thread) and
     the innermost op containing each memory record of that thread.
 
     One sweep per thread over ops sorted by (start, longer first, file
     order), with memory records at their time after the ops that start
-    then; a stack holds the open ops (their ends clamped to their parent's,
-    so an op running past its parent's end is still nested)."""
+    then; a stack holds the open ops. An op's parent is the innermost open
+    op it ends in, or ends at most :data:`NEST_SLACK_NS` after (timestamps
+    rounded to the microsecond: its end is then clamped to its parent's).
+    An op that only begins inside another is not its child: with
+    ``with_stack=True``, a ``ProfilerStep#N`` or ``Optimizer.step``
+    annotation begins inside the Python frame that opens it
+    (``_record_function_enter_new``) and runs on long after it, ending
+    inside the frame that closes it; it is those frames' sibling, and the
+    parent of what runs in it. (The time such a pair shares is in both
+    ops' self times: a partial overlap has no place in a tree.)"""
     parents: list[int | None] = [None] * len(ops)
     memory_op: list[int | None] = [None] * len(memory)
     # per (pid, tid): (time, is memory, -end, file index, op or record position)
@@ -922,9 +935,11 @@ def _nesting(ops: list[list[Any]], memory: list[list[Any]]) -> tuple[list[int | 
                 memory_op[j] = stack[-1][1] if stack else None
                 continue
             end = -neg_end
-            if stack:
-                parents[j] = stack[-1][1]
-                end = min(end, stack[-1][0])
+            for open_end, p in reversed(stack):
+                if t < open_end and end <= open_end + NEST_SLACK_NS:
+                    parents[j] = p
+                    end = min(end, open_end)
+                    break
             if end > t:
                 stack.append((end, j))
     return parents, memory_op
