@@ -364,3 +364,21 @@ def test_demo_ingests_every_sample_and_prints_the_headlines(tmp_path):
     assert first.split()[:3] == ["2", "5", "1"]  # rank 2, 5 collectives, straggled once
     caused = float(first.split()[3].replace(",", ""))
     assert 72_000 <= caused <= 88_000
+
+
+@pytest.mark.parametrize(
+    "file, name",
+    [
+        ("worker0_step_12.1694128201545.pt.trace.json.gz", "worker0_step_12.1694128201545"),
+        ("step.json.gz", "step"),
+        ("step.json", "step"),
+        ("run.xplane.pb", "run"),
+        ("graph.pbtxt", "graph"),
+        ("traces", "traces"),
+        (".json", ".json"),
+    ],
+)
+def test_a_trace_is_named_after_its_file_without_the_formats_suffixes(file, name):
+    from tracegraph.cli import default_trace_name
+
+    assert default_trace_name(Path("/data") / file) == name

@@ -608,3 +608,44 @@ def test_with_stack_annotations_hold_what_runs_in_them(graph):
     assert union - 0.01 <= total <= union + shared
     phases = dict(graph.run("MATCH (o:Op) WHERE o.category = 'cpu_op' RETURN o.phase, count(*)", trace="k-stack").rows)
     assert phases["optimizer"] == in_optimizer
+
+
+def test_files_of_another_run_or_twice_the_same_are_not_made_ranks(tmp_path):
+    """Files given together are one job's ranks. A trace given twice (its
+    .json beside its .json.gz, no rank in either) and a file of another
+    run (its events hours away from the others') are refused, in one line
+    naming the file; ranks that name themselves may hold the same events
+    (a built job), and files of one run are taken."""
+    plain = kb.write(tmp_path / "step.json", gz=False)
+    packed = kb.write(tmp_path / "step.json.gz")
+    later = kb.write(tmp_path / "later.json.gz", kb.document(base_ns=kb.BASE_NS + 3 * 3600 * 10**9))
+    with pytest.raises(InputError) as e:
+        pytorch_kineto.parse_many([plain, packed])
+    assert str(e.value) == f"{packed}: the same events as {plain}: one trace given twice"
+    with pytest.raises(InputError) as e:
+        pytorch_kineto.parse_many([plain, later])
+    assert str(e.value).startswith(f"{plain}: its events overlap no other file's in time: not a rank of the same run")
+    ranks = [kb.write(tmp_path / f"rank{r}.json.gz", kb.document(rank=r)) for r in (0, 1)]
+    assert json.loads(pytorch_kineto.parse_many(ranks).meta["ranks"]) == [0, 1]
+
+
+def test_a_job_given_without_some_of_its_ranks_says_which(tmp_path):
+    """distributedInfo says the job's size: ranks it names that no file
+    gives are listed on the Trace (``meta_ranks_missing``) and the ingest
+    warns, since its collectives and stragglers are then among the ranks
+    given only."""
+    from conftest import run_cli
+
+    paths = []
+    for r in (0, 2):
+        doc = kb.document(rank=r)
+        doc["distributedInfo"]["world_size"] = 4
+        paths.append(kb.write(tmp_path / f"rank{r}.json.gz", doc))
+    assert json.loads(pytorch_kineto.parse_many(paths).meta["ranks_missing"]) == [1, 3]
+    out = run_cli("ingest", *map(str, paths), "--trace", "partial", home=tmp_path / "home", check=True).stdout
+    assert out.splitlines()[-1] == (
+        "  warning: the job's ranks 1, 3 are not among the files: its collectives are joined, "
+        "and its stragglers named, among the ranks given"
+    )
+    whole = [kb.write(tmp_path / f"whole{r}.json.gz", kb.document(rank=r)) for r in (0, 1)]  # world_size 2
+    assert "ranks_missing" not in pytorch_kineto.parse_many(whole).meta

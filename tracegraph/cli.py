@@ -107,11 +107,29 @@ def _params(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+# What a trace file's name ends with, besides the trace's own name.
+TRACE_FILE_SUFFIXES = (".gz", ".json", ".pbtxt", ".pb", ".txt", ".trace", ".pt", ".xplane")
+
+
+def default_trace_name(path: Path) -> str:
+    """The trace's name when ``--trace`` is not given: the first file's (or
+    folder's) name without its format's suffixes (``run.pt.trace.json.gz``:
+    ``run``)."""
+    name = path.name
+    while True:
+        for suffix in TRACE_FILE_SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                break
+        else:
+            return name
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tracegraph.ingest.pipeline import prepare, store
 
     paths = [Path(p) for p in args.paths]
-    name = args.trace or paths[0].stem
+    name = args.trace or default_trace_name(paths[0])
     with _progress(args) as progress:
         # Bad input is refused before the database is opened (or started).
         prepared = prepare(paths, name, fmt=args.format, progress=progress)
@@ -130,6 +148,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from tracegraph.queries.traces import summary
 
     print("  " + summary({**prepared.tables.trace_props, "trace": report.trace}).path_summary())
+    missing = prepared.tables.trace_props.get("meta_ranks_missing")
+    if missing:
+        ranks = json.loads(missing)
+        which = f"rank {ranks[0]} is" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))} are"
+        print(
+            f"  warning: the job's {which} not among the files: its collectives are joined, "
+            "and its stragglers named, among the ranks given"
+        )
     return 0
 
 
@@ -346,7 +372,7 @@ def _parser() -> argparse.ArgumentParser:
         "form one trace as files given one by one would.",
     )
     s.add_argument("paths", nargs="+", metavar="PATH", help="a trace file, or a directory of them")
-    s.add_argument("--trace", help="trace name (default: the first file's name)")
+    s.add_argument("--trace", help="trace name (default: the first file's name without .json, .gz, .pb, ...)")
     s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
     s.add_argument("--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)")

@@ -111,6 +111,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import itertools
 import json
 import re
@@ -278,7 +279,39 @@ def parse_many(paths: list[Path], *, workers: int | None = None) -> TraceFrames:
     parts = [p if p.rank == rank else _part(p.path, rank, multi) for p, rank in zip(parts, final, strict=True)]
     if not any(p.events for p in parts):
         raise InputError(paths[0], "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
+    _check_one_run(parts)
     return _join(parts)
+
+
+def _check_one_run(parts: list[_RankPart]) -> None:
+    """Files ingested as one trace must be the ranks of one run: refused,
+    a file whose events another file without a rank of its own also holds
+    (the same trace twice, e.g. ``x.json`` beside ``x.json.gz``), and a file
+    whose events overlap no other file's in time (another run: a job's
+    ranks are profiled at once)."""
+    if len(parts) < 2:
+        return
+    seen: dict[bytes, Path] = {}
+    spans: list[tuple[int, int] | None] = []
+    for p in parts:
+        times = [t for t in (p.op_times, p.kernel_times) if len(t)]
+        spans.append(
+            (min(int(t[:, 0].min()) for t in times), max(int(t[:, 1].max()) for t in times)) if times else None
+        )
+        if p.named or not times:
+            continue
+        key = hashlib.sha256(b"".join(t.tobytes() for t in (p.op_times, p.kernel_times))).digest()
+        if key in seen:
+            raise InputError(p.path, f"the same events as {seen[key]}: one trace given twice")
+        seen[key] = p.path
+    for i, span in enumerate(spans):
+        others = [o for j, o in enumerate(spans) if j != i and o is not None]
+        if span is not None and others and not any(a <= span[1] and span[0] <= b for a, b in others):
+            raise InputError(
+                parts[i].path,
+                "its events overlap no other file's in time: not a rank of the same run "
+                "(files ingested together are one job's ranks; ingest it as a trace of its own)",
+            )
 
 
 def _header_rank(path: Path) -> int | None:
@@ -530,6 +563,12 @@ def _meta(parts: list[_RankPart]) -> dict[str, Any]:
         meta["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
     elif infos:
         meta["distributed_infos"] = json.dumps({str(k): v for k, v in sorted(infos.items())}, sort_keys=True)
+        sizes = {i.get("world_size") for i in infos.values() if isinstance(i, dict)}
+        size = sizes.pop() if len(sizes) == 1 else None
+        if isinstance(size, int) and not isinstance(size, bool) and size <= 1 << 20:
+            missing = sorted(set(range(size)) - {p.rank for p in parts})
+            if missing:  # collectives are joined among the ranks given, stragglers named among them
+                meta["ranks_missing"] = json.dumps(missing)
     first = parts[0].header
     for key, name in (("schemaVersion", "schema_version"), ("displayTimeUnit", "display_time_unit")):
         if isinstance(first.get(key), (int, str)) and not isinstance(first.get(key), bool):
