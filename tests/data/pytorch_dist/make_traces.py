@@ -15,6 +15,11 @@ Written here, each ``NAME.rankR.json.gz`` (R = 0..3), gzipped with mtime=0:
   backward, before its first all-reduce: every other rank waits for it
   inside that all-reduce.
 - ``balanced``: the same step with no sleep.
+- ``ddp``: the model wrapped in ``DistributedDataParallel`` with small
+  gradient buckets (``bucket_cap_mb=0.25``: three all-reduces a step,
+  issued during the backward pass, waited for at its end); rank 2 sleeps
+  50 ms before its backward, so that one delay holds up every bucket's
+  all-reduce of that step at once.
 
 The test suite never imports torch; this script is run by hand, in a
 throwaway virtual environment::
@@ -80,12 +85,50 @@ def worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> None:
     dist.destroy_process_group()
 
 
-def make(name: str, sleep_s: float, port: str) -> None:
+def ddp_worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = port
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    layers = [torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU()]
+    model = DistributedDataParallel(torch.nn.Sequential(*layers, torch.nn.Linear(256, 10)), bucket_cap_mb=0.25)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(64, 256)
+    y = torch.randint(0, 10, (64,))
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if rank == SLOW_RANK and sleep_s:
+            time.sleep(sleep_s)
+        loss.backward()
+        opt.step()
+        dist.barrier()
+
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=schedule(wait=1, warmup=1, active=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(f"{out}.rank{rank}.json"),
+    ) as prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    dist.destroy_process_group()
+
+
+def make(name: str, sleep_s: float, port: str, run=worker) -> None:  # type: ignore[no-untyped-def]
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / name)
-        mp.spawn(worker, args=(WORLD, out, sleep_s, port), nprocs=WORLD)
+        mp.spawn(run, args=(WORLD, out, sleep_s, port), nprocs=WORLD)
         for rank in range(WORLD):
             src = Path(f"{out}.rank{rank}.json")
             with open(src, "rb") as f, gzip.GzipFile(HERE / f"{name}.rank{rank}.json.gz", "wb", mtime=0) as g:
@@ -93,6 +136,12 @@ def make(name: str, sleep_s: float, port: str) -> None:
 
 
 if __name__ == "__main__":
-    make("straggler", SLEEP_S, "29561")
-    make("balanced", 0.0, "29562")
+    # Names given as arguments (straggler, balanced, ddp) make only those jobs.
+    jobs = {
+        "straggler": lambda: make("straggler", SLEEP_S, "29561"),
+        "balanced": lambda: make("balanced", 0.0, "29562"),
+        "ddp": lambda: make("ddp", 0.05, "29563", ddp_worker),
+    }
+    for job in sys.argv[1:] or list(jobs):
+        jobs[job]()
     sys.exit(0)
