@@ -283,12 +283,18 @@ def parse_many(paths: list[Path], *, workers: int | None = None) -> TraceFrames:
     return _join(parts)
 
 
+# Rank files whose events are further apart than this (and than the longest
+# file's span) are of different runs (ns).
+OTHER_RUN_GAP_NS = 10**9
+
+
 def _check_one_run(parts: list[_RankPart]) -> None:
     """Files ingested as one trace must be the ranks of one run: refused,
     a file whose events another file without a rank of its own also holds
     (the same trace twice, e.g. ``x.json`` beside ``x.json.gz``), and a file
-    whose events overlap no other file's in time (another run: a job's
-    ranks are profiled at once)."""
+    of another run: its events more than :data:`OTHER_RUN_GAP_NS` and more
+    than the longest file's span away from every other file's (a job's
+    ranks are profiled at once; machines' clocks may differ, by less)."""
     if len(parts) < 2:
         return
     seen: dict[bytes, Path] = {}
@@ -304,12 +310,17 @@ def _check_one_run(parts: list[_RankPart]) -> None:
         if key in seen:
             raise InputError(p.path, f"the same events as {seen[key]}: one trace given twice")
         seen[key] = p.path
+    present = [x for x in spans if x is not None]
+    apart = max(OTHER_RUN_GAP_NS, max(b - a for a, b in present))
     for i, span in enumerate(spans):
         others = [o for j, o in enumerate(spans) if j != i and o is not None]
-        if span is not None and others and not any(a <= span[1] and span[0] <= b for a, b in others):
+        if span is None or not others:
+            continue
+        gap = min(max(0, a - span[1], span[0] - b) for a, b in others)
+        if gap > apart:
             raise InputError(
                 parts[i].path,
-                "its events overlap no other file's in time: not a rank of the same run "
+                f"its events are {gap / 1e9:,.1f} s away from the other files': not a rank of the same run "
                 "(files ingested together are one job's ranks; ingest it as a trace of its own)",
             )
 
