@@ -21,7 +21,8 @@
 // delay, which counts once. `caused_wait_us` is what the others lost to it;
 // `suffered_us` is what it lost to others, including waits too small to
 // name anyone. Ranks that joined no collective are not listed. Order:
-// caused_us descending, then rank.
+// caused_us descending, then rank. (Each union is a reduce over the
+// intervals in start order, carrying [length so far, furthest end].)
 //
 // Neo4j Browser:
 //   :param trace => 'job'
@@ -30,7 +31,6 @@ MATCH ()-[j:JOINS]->(c:Collective {trace: $trace})
 WITH j.rank AS rank, c, c.last_arrival_us - j.wait_us AS arrived
 ORDER BY rank, arrived
 WITH rank, count(c) AS collectives, collect([arrived, c.last_arrival_us]) AS waits
-// u = [union so far, end of the intervals so far], the intervals by start
 WITH rank, collectives,
      reduce(u = [0.0, -1.0e308], w IN waits |
        [u[0] + CASE WHEN w[1] > u[1] THEN w[1] - CASE WHEN w[0] > u[1] THEN w[0] ELSE u[1] END ELSE 0.0 END,

@@ -604,9 +604,13 @@ def test_with_stack_annotations_hold_what_runs_in_them(graph):
     )
     assert len(optimizer) == 2 and in_optimizer > 20 and shared < 0.1 * union
     ingest(graph, [STACK_TRACE], "k-stack")
-    total = graph.run("MATCH (o:Op) RETURN sum(o.weight_us)", trace="k-stack").rows[0][0]
+    total = graph.run("MATCH (o:Op {trace: $trace}) RETURN sum(o.weight_us)", trace="k-stack").rows[0][0]
     assert union - 0.01 <= total <= union + shared
-    phases = dict(graph.run("MATCH (o:Op) WHERE o.category = 'cpu_op' RETURN o.phase, count(*)", trace="k-stack").rows)
+    phases = dict(
+        graph.run(
+            "MATCH (o:Op {trace: $trace}) WHERE o.category = 'cpu_op' RETURN o.phase, count(*)", trace="k-stack"
+        ).rows
+    )
     assert phases["optimizer"] == in_optimizer
 
 
