@@ -359,7 +359,7 @@ class FalkorGraph:
         try:
             self._redis.execute_command("GRAPH.DELETE", key)
         except redis.ResponseError as e:
-            if "empty key" not in str(e):
+            if not _no_such_graph(e):
                 raise
 
     def drop_trace(self, name: str) -> int:
@@ -385,7 +385,7 @@ class FalkorGraph:
                 ),
             )
             deleted, tombstoned = pipe.execute(raise_on_error=False)
-        if isinstance(deleted, redis.ResponseError) and "empty key" in str(deleted):
+        if isinstance(deleted, redis.ResponseError) and _no_such_graph(deleted):
             raise NotFound(f"no trace named {name!r}")  # dropped by another process meanwhile
         for reply in (deleted, tombstoned):
             if isinstance(reply, Exception):
@@ -496,6 +496,11 @@ class FalkorGraph:
             if self._on_close:
                 self._on_close()
                 self._on_close = None
+
+
+def _no_such_graph(e: redis.ResponseError) -> bool:
+    """Is ``e`` GRAPH.DELETE's answer for a key that holds no graph?"""
+    return "empty key" in str(e)
 
 
 class _NoBulkInsert(Exception):

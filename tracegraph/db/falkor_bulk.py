@@ -301,13 +301,9 @@ def _rows(buf: bytes, width: int) -> list[bytes]:
 def _cells(column: pd.Series, integer: bool) -> list[bytes]:
     """One column's cell per row (the rules of
     :func:`values.column_values`: a null is a left-out property)."""
-    n = len(column)
     if column.dtype == np.float64 and not integer:
         arr = column.to_numpy(dtype=np.float64)
-        packed = np.empty(n, dtype=[("t", "u1"), ("v", "<f8")])
-        packed["t"] = _T_DOUBLE
-        packed["v"] = arr
-        cells = _rows(packed.tobytes(), 9)
+        cells = _rows(_tagged(arr), 9)
         for i in np.flatnonzero(~np.isfinite(arr)).tolist():
             cells[i] = _NULL
         return cells
@@ -322,8 +318,18 @@ def _cells(column: pd.Series, integer: bool) -> list[bytes]:
     return [_value(v) for v in column_values(pd.Series(values, dtype=object), integer)]
 
 
-# A list element's type byte and value layout, by the element's Python type.
-_ELEMENT = {float: (_T_DOUBLE, "<f8"), int: (_T_LONG, "<i8"), bool: (_T_BOOL, "u1")}
+def _tagged(arr: np.ndarray) -> bytes:
+    """A numeric array's values, each after its type byte (by the array's
+    dtype kind, :data:`_NUMPY`), back to back."""
+    code, layout = _NUMPY[arr.dtype.kind]
+    packed = np.empty(len(arr), dtype=[("t", "u1"), ("v", layout)])
+    packed["t"] = code
+    packed["v"] = arr
+    return packed.tobytes()
+
+
+# A list element's numpy dtype, by the element's Python type.
+_ELEMENT = {float: np.float64, int: np.int64, bool: np.bool_}
 
 
 def _list_cells(values: list[Any]) -> list[bytes] | None:
@@ -343,17 +349,13 @@ def _list_cells(values: list[Any]) -> list[bytes] | None:
         strings = _strings(flat)
         pieces: Callable[[int, int], bytes] = lambda a, b: b"".join(strings[a:b])  # noqa: E731
     elif kind in _ELEMENT:
-        code, layout = _ELEMENT[kind]
         try:
-            arr = np.asarray(flat, dtype=layout)
+            arr: np.ndarray = np.asarray(flat, dtype=_ELEMENT[kind])
         except OverflowError:  # an integer past 64 bits: _value says so
             return None
         if kind is float and not np.isfinite(arr).all():  # a non-finite element is a null element
             return None
-        packed = np.empty(len(flat), dtype=[("t", "u1"), ("v", layout)])
-        packed["t"] = code
-        packed["v"] = arr
-        block, width = packed.tobytes(), packed.dtype.itemsize
+        block, width = _tagged(arr), 1 + arr.dtype.itemsize
         pieces = lambda a, b: block[a * width : b * width]  # noqa: E731
     else:
         return None
