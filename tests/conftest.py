@@ -150,6 +150,26 @@ def trace_nodes(graph, trace: str) -> int:
         return 0
 
 
+def process_state(pid: int) -> str | None:
+    """Process ``pid``'s state letter (``R``, ``S``, ``T`` stopped, ``Z``
+    ended but not reaped, ...); None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def cli_env(home: Path, db: str | None = None, env: dict | None = None) -> dict[str, str]:
+    """The environment of a ``tracegraph`` process on data directory
+    ``home`` and database ``db`` (a ``db_uri``: the embedded one by default)."""
+    full_env = dict(os.environ, TRACEGRAPH_HOME=str(home), **(env or {}))
+    if db and db != "embedded":
+        full_env["TRACEGRAPH_DB"] = db
+    elif not (env or {}).get("TRACEGRAPH_DB"):
+        full_env.pop("TRACEGRAPH_DB", None)
+    return full_env
+
+
 def run_cli(
     *args: str,
     home: Path,
@@ -160,16 +180,11 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """``tracegraph ARGS`` as a real process on data directory ``home`` (and
     database ``db``, a ``db_uri``: the embedded one by default)."""
-    full_env = dict(os.environ, TRACEGRAPH_HOME=str(home), **(env or {}))
-    if db and db != "embedded":
-        full_env["TRACEGRAPH_DB"] = db
-    elif not (env or {}).get("TRACEGRAPH_DB"):
-        full_env.pop("TRACEGRAPH_DB", None)
     proc = subprocess.run(
         [sys.executable, "-m", "tracegraph.cli", *args],
         capture_output=True,
         text=True,
-        env=full_env,
+        env=cli_env(home, db, env),
         input=input,
         timeout=600,
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, api_process
+from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, api_process, process_state
 
 # A stale time short enough for a test to wait out, long enough for any
 # heartbeat (every stale/6 s) of a live process on a loaded machine.
@@ -51,7 +51,7 @@ def wait_for(what: str, check, timeout: float = 180.0):
 
 def stopped(pid: int) -> bool:
     """Is process ``pid`` stopped (SIGSTOP)?"""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    return process_state(pid) == "T"
 
 
 def spawned(pid: int) -> list[int]:

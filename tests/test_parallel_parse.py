@@ -15,6 +15,7 @@ from pathlib import Path
 import kineto_builder as kb
 import pandas.testing as pdt
 import pytest
+from conftest import process_state
 
 from tracegraph.errors import InputError, UserError
 from tracegraph.ingest import parallel
@@ -276,10 +277,7 @@ def test_workers_do_not_outlive_their_parent(helpers, tmp_path, signal_name):
         parent.wait(timeout=120)
 
         def alive(pid: int) -> bool:  # (a zombie nobody reaped yet has ended)
-            try:
-                return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            except FileNotFoundError:
-                return False
+            return process_state(pid) not in (None, "Z")
 
         while any(map(alive, workers)) and time.monotonic() < deadline:
             time.sleep(0.05)

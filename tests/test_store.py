@@ -9,14 +9,23 @@ Both engines also store exactly the same graph for the same trace.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, everything, ready_traces, run_cli, trace_nodes
+from conftest import (
+    NEO4J_URI,
+    NO_NEO4J,
+    SEED_STEPSTATS,
+    cli_env,
+    everything,
+    process_state,
+    ready_traces,
+    run_cli,
+    trace_nodes,
+)
 from stepstats_builder import Op, write
 
 from tracegraph.errors import Conflict, NotFound
@@ -409,16 +418,13 @@ def test_two_drops_at_once_one_drops_the_other_says_there_is_no_such_trace(graph
     name = "dropped-twice"
     ingest(graph, [path], name)
     nodes = trace_nodes(graph, name)
-    env = dict(os.environ, TRACEGRAPH_HOME=str(tg_home), TRACEGRAPH_PAUSE_AT="drop-started")
-    env.pop("TRACEGRAPH_DB", None)
-    if db_uri != "embedded":
-        env["TRACEGRAPH_DB"] = db_uri
+    env = cli_env(tg_home, db_uri, {"TRACEGRAPH_PAUSE_AT": "drop-started"})
     slow = subprocess.Popen(
         [sys.executable, "-m", "tracegraph.cli", "drop", name], env=env, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 120
-        while Path(f"/proc/{slow.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        while process_state(slow.pid) != "T":
             assert time.monotonic() < deadline and slow.poll() is None, "the drop did not reach drop-started"
             time.sleep(0.05)
         assert graph.drop_trace(name) == nodes
