@@ -47,16 +47,43 @@ SLOW_RANK = 2
 SLEEP_S = 0.08
 
 
-def worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> None:
+def join(rank: int, world: int, port: str) -> None:
+    """This process as rank ``rank`` of the job, seeded, on one thread."""
     import torch
     import torch.distributed as dist
-    from torch.profiler import ProfilerActivity, profile, schedule
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = port
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     torch.set_num_threads(1)
+
+
+def record(step, out: str, rank: int) -> None:  # type: ignore[no-untyped-def]
+    """Three ``step()`` calls under the profiler, the third recorded, then
+    leave the job. Step 1 is skipped, step 2 warms the profiler up, step 3
+    is recorded: every rank is recording already when step 3 starts, right
+    after the barrier that ends step 2."""
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=schedule(wait=1, warmup=1, active=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(f"{out}.rank{rank}.json"),
+    ) as prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    dist.destroy_process_group()
+
+
+def worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    join(rank, world, port)
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     x = torch.randn(64, 256)
     y = torch.randint(0, 10, (64,))
@@ -70,32 +97,15 @@ def worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> None:
             dist.all_reduce(p.grad)
         dist.barrier()
 
-    # Step 1 is skipped, step 2 warms the profiler up, step 3 is recorded:
-    # every rank is recording already when step 3 starts, right after the
-    # barrier that ends step 2.
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        record_shapes=True,
-        schedule=schedule(wait=1, warmup=1, active=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(f"{out}.rank{rank}.json"),
-    ) as prof:
-        for _ in range(3):
-            step()
-            prof.step()
-    dist.destroy_process_group()
+    record(step, out, rank)
 
 
 def ddp_worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
-    from torch.profiler import ProfilerActivity, profile, schedule
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = port
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
+    join(rank, world, port)
     layers = [torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU()]
     model = DistributedDataParallel(torch.nn.Sequential(*layers, torch.nn.Linear(256, 10)), bucket_cap_mb=0.25)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -111,16 +121,7 @@ def ddp_worker(rank: int, world: int, out: str, sleep_s: float, port: str) -> No
         opt.step()
         dist.barrier()
 
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        record_shapes=True,
-        schedule=schedule(wait=1, warmup=1, active=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(f"{out}.rank{rank}.json"),
-    ) as prof:
-        for _ in range(3):
-            step()
-            prof.step()
-    dist.destroy_process_group()
+    record(step, out, rank)
 
 
 def make(name: str, sleep_s: float, port: str, run=worker) -> None:  # type: ignore[no-untyped-def]
