@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import tracegraph
-from tracegraph.db.base import Graph, Progress, Result, TraceTables
+from tracegraph.db.base import Graph, Load, Progress, Result, TraceTables
 from tracegraph.db.connect import open_graph, parse
 from tracegraph.errors import DatabaseError
 
@@ -104,6 +104,9 @@ class GraphHolder:
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
         return self._call(lambda g: g.store_trace(name, tables, replace=replace, progress=progress))
+
+    def begin_trace(self, name: str, *, replace: bool = False) -> Load:
+        return self._call(lambda g: g.begin_trace(name, replace=replace))
 
     def drop_trace(self, name: str) -> int:
         return self._call(lambda g: g.drop_trace(name))

@@ -29,14 +29,12 @@ from bench.run import analysis_calls
 
 
 def tables_for(ops: int, seed: int) -> Any:
-    from tracegraph.ingest.enrich import enrich
-    from tracegraph.ingest.graph_tables import trace_tables
-    from tracegraph.ingest.pipeline import parse_files
+    from tracegraph.ingest.pipeline import parse_files, tables_of
 
     with tempfile.TemporaryDirectory() as tmp:
         files = generate.write(generate.generate(ops, seed=seed), Path(tmp))
         tf = parse_files([files["binary"]])
-        return trace_tables(tf, enrich(tf))
+        return tables_of(tf)
 
 
 def warm(fn: Any, repeat: int) -> float:

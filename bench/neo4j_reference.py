@@ -42,6 +42,8 @@ BATCH = 10_000
 
 def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -> int:
     """Write ``tables`` as ``trace`` the plain way; returns the elements written."""
+    from tracegraph.columns import take
+    from tracegraph.db import load_plan
     from tracegraph.db.values import row_dicts
 
     written = 0
@@ -58,10 +60,16 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
     with driver.session(database=database) as s:
         s.run("CREATE (t:Trace {trace: $trace, uid: 'trace'})", trace=trace).consume()
     written += 1
+    uid_of = load_plan.uids(tables)
     for r in tables.rels:
+        src, dst = r.ends()
+        keep = (src >= 0) & (dst >= 0)
+        props = row_dicts(r.frame.where(keep), r.columns, tables.int_columns)
         rows = [
-            {"src": x.get(r.src), "dst": x.get(r.dst), "props": {c: x[c] for c in r.columns if c in x}}
-            for x in row_dicts(r.frame, [r.src, r.dst, *r.columns], tables.int_columns)
+            {"src": a, "dst": b, "props": p}
+            for a, b, p in zip(
+                take(uid_of[r.start], src[keep]).tolist(), take(uid_of[r.end], dst[keep]).tolist(), props
+            )
         ]
         query = (
             f"UNWIND $rows AS r MATCH (a:{r.start} {{trace: $trace, uid: r.src}}) "
@@ -128,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from tracegraph.db.connect import open_graph
-    from tracegraph.ingest.enrich import enrich
-    from tracegraph.ingest.graph_tables import trace_tables
-    from tracegraph.ingest.pipeline import parse_files
+    from tracegraph.ingest.pipeline import parse_files, tables_of
 
     graph = open_graph(args.db)
     assert graph.backend == "neo4j", "--db must name a Neo4j server"
@@ -138,11 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         files = generate.write(generate.generate(args.ops, seed=0), Path(tmp))
         tf = parse_files([files["binary"]])
-        tables = trace_tables(tf, enrich(tf))
+        tables = tables_of(tf)
     elements = (
         tables.elements()
         + 1
-        + sum(len(t.frame) for t in tables.nodes if t.label in {label for _, label in tables.membership})
+        + sum(t.frame.n for t in tables.nodes if t.label in {label for _, label in tables.membership})
     )
     if args.fresh:
         first_trace(graph, tables, elements)

@@ -49,157 +49,234 @@ On a tie for last, the lowest rank is ``last_rank`` and ``caused_us`` is 0.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
-from tracegraph import schema
-from tracegraph.ingest.frames import Row, TraceFrames, frame
-from tracegraph.ingest.ranks import kernel_ranks, op_ranks, ranks
+from tracegraph.columns import Strings, values
+from tracegraph.ingest.columnar import ColumnarTrace, codes_of, num, refs
 
 # NCCL kernels of point-to-point traffic (lowercased collective names); all_to_all runs as these too.
 POINT_TO_POINT_KERNELS = frozenset({"sendrecv", "send", "recv"})
 
-COLLECTIVE_COLUMNS = schema.TABLE["collectives"].names()
-JOIN_COLUMNS = schema.TABLE["joins"].names()
+
+@dataclass(frozen=True)
+class Call:
+    """One collective call: its table (``ops`` or ``kernels``) and row in
+    its rank's tables, uid, name, start and end (us), and its happens-before
+    element's node times (start, max(end, start); None: not on that graph)."""
+
+    table: str
+    row: int
+    uid: str
+    name: str
+    start: float
+    end: float
+    on_graph: bool
 
 
-def join_collectives(tf: TraceFrames) -> dict[str, int | bool | float | None]:
-    """Set ``tf.collectives`` and ``tf.joins``; the Trace's counts."""
-    collectives: list[Row] = []
-    joins: list[Row] = []
-    unmatched = 0
-    groups = _kernel_calls(tf)
-    if groups:
-        everyone = _ranks(tf)
-        if len(everyone) >= 2:  # one rank: nothing to join, nothing missed
-            for (group, members_text), (members, calls) in sorted(groups.items()):
-                ranks = members if members is not None else everyone
-                # uids: coll:<group>:<k>, the ranks' text standing in for a name not recorded
-                tag = group or members_text or None
-                unmatched += _join(calls, ranks, group or None, tag, "kernel", collectives, joins)
-    else:
-        calls = _calls(tf)
-        if len(calls) >= 2:  # one rank: nothing to join, nothing missed
-            unmatched = _join(calls, sorted(calls), None, None, "op", collectives, joins)
-    tf.collectives = frame(collectives, COLLECTIVE_COLUMNS)
-    tf.joins = frame(joins, JOIN_COLUMNS)
-    spreads = [c["end_spread_us"] for c in collectives if c["end_spread_us"] is not None]
-    return {
-        "has_collectives": bool(collectives),
-        "collectives": len(collectives),
-        "collective_calls_unmatched": unmatched,
-        "collective_end_spread_us": float(np.median(spreads)) if spreads else None,
-    }
+@dataclass
+class RankCalls:
+    """A rank's collective calls: NCCL kernels per process group (keyed by
+    its name and its ranks' text, "" where not recorded), and host calls;
+    each in (start, uid) order. ``ranks``: the ranks this part holds."""
+
+    ranks: set[int]
+    kernel_groups: dict[tuple[str, str], dict[int, list[Call]]] = field(default_factory=dict)
+    op_calls: dict[int, list[Call]] = field(default_factory=dict)
 
 
-Calls = dict[int, list[tuple[str, str, float, float]]]  # rank -> its calls (uid, name, start, end), by start
+def rank_of_ops(ct: ColumnarTrace) -> np.ndarray:
+    return np.nan_to_num(num(ct["ops"]["rank"]), nan=0.0).astype(np.int64)
 
 
-def _join(
-    calls: Calls, ranks: list[int], group: str | None, tag: str | None, column: str, out: list[Row], joins: list[Row]
-) -> int:
-    """Join the k-th call of every rank of ``ranks`` while all have one and
-    agree on the name; append Collective and JOINS rows (uids
-    ``coll:<k>``, or ``coll:<tag>:<k>`` for a process group); return how
-    many calls were left unmatched."""
-    k = 0
-    if all(r in calls for r in ranks) and len(ranks) >= 2:
-        while k < min(len(calls[r]) for r in ranks):
-            names = {calls[r][k][1] for r in ranks}
-            if len(names) != 1:
-                break
-            times = np.array([calls[r][k][2] for r in ranks], dtype=float)
-            last = int(np.argmax(times))  # the first maximum: the lowest rank on a tie
-            waits = times[last] - times
-            uid = f"coll:{k}" if tag is None else f"coll:{tag}:{k}"
-            out.append(
-                {
-                    "uid": uid,
-                    "name": names.pop(),
-                    "process_group": group,
-                    "seq": k,
-                    "ranks": len(ranks),
-                    "last_rank": ranks[last],
-                    "first_arrival_us": float(times.min()),
-                    "last_arrival_us": float(times[last]),
-                    "caused_us": float(times[last] - np.sort(times)[-2]),
-                    "waited_us": float(waits.sum()),
-                    # NCCL kernels of one collective end together on every rank: how far apart
-                    # their ends are bounds how far apart the ranks' clocks are
-                    "end_spread_us": float(np.ptp([calls[r][k][3] for r in ranks])) if column == "kernel" else None,
-                }
-            )
-            other = "kernel" if column == "op" else "op"
-            joins += [
-                {column: calls[r][k][0], other: None, "collective": uid, "rank": r, "wait_us": float(w)}
-                for r, w in zip(ranks, waits)
-            ]
-            k += 1
-    # calls past the k-th of the group's ranks, and every call of a rank outside the group
-    return sum(len(c) - (k if r in ranks else 0) for r, c in calls.items())
+def rank_of_kernels(ct: ColumnarTrace) -> np.ndarray:
+    k = ct["kernels"]
+    if k.n == 0:
+        return np.zeros(0, dtype=np.int64)
+    device = refs(ct["streams"]["device"])[refs(k["stream"])]
+    dev_rank = np.nan_to_num(num(ct["devices"]["rank"]), nan=0.0).astype(np.int64)
+    return dev_rank[device]
 
 
-def _calls(tf: TraceFrames) -> Calls:
-    """Per rank, its collective calls ``(op uid, name, start)`` in start order."""
-    ops = tf.ops
-    call = ops["collective"].notna().to_numpy()
-    if not call.any():
-        return {}
-    calls: Calls = {}
-    chosen = ops[call]
-    for uid, name, rank, start, end in zip(
-        chosen["uid"], chosen["collective"], op_ranks(tf)[call].tolist(), chosen["start_us"], chosen["end_us"]
-    ):
-        if pd.notna(start):
-            calls.setdefault(int(rank), []).append((str(uid), str(name), float(start), float(end)))
-    for c in calls.values():
-        c.sort(key=lambda call: (call[2], call[0]))
-    return calls
-
-
-def _ranks(tf: TraceFrames) -> list[int]:
-    """Every rank of the trace (of its ops on threads and its devices)."""
-    threaded = tf.ops["thread"].notna().to_numpy()
-    return sorted(set(op_ranks(tf)[threaded].tolist()) | set(ranks(tf.devices["rank"]).tolist()))
-
-
-def _kernel_calls(tf: TraceFrames) -> dict[tuple[str, str], tuple[list[int] | None, Calls]]:
-    """Per process group, keyed by its name and its ranks' text (``""``
-    where not recorded: unnamed groups of different ranks stay apart), its
-    ranks (when recorded) and each rank's collective NCCL kernels in start
-    order."""
-    k = tf.kernels
-    comm = k[(k["kind"] == "communication") & k["collective"].notna()]
-    comm = comm[~comm["collective"].astype(str).str.lower().isin(POINT_TO_POINT_KERNELS)]
-    if comm.empty:
-        return {}
-    ranks = kernel_ranks(tf, comm["stream"])
-    out: dict[tuple[str, str], tuple[list[int] | None, Calls]] = {}
-    for uid, name, group, members, start, end, rank in zip(
-        comm["uid"],
-        comm["collective"],
-        comm["process_group"],
-        comm["group_ranks"],
-        comm["start_us"],
-        comm["end_us"],
-        ranks.tolist(),
-    ):
-        if pd.isna(start):
-            continue
-        key = (group if isinstance(group, str) else "", members if isinstance(members, str) else "")
-        entry = out.setdefault(key, (_group_ranks(members), {}))
-        entry[1].setdefault(int(rank), []).append((str(uid), str(name), float(start), float(end)))
-    for _, calls in out.values():
-        for c in calls.values():
-            c.sort(key=lambda call: (call[2], call[0]))
+def calls(ct: ColumnarTrace, on_graph_ops: np.ndarray, on_graph_kernels: np.ndarray) -> RankCalls:
+    """The collective calls of the ranks ``ct`` holds (``on_graph_*``: which
+    ops and kernels are elements of the happens-before graph)."""
+    ops, k = ct["ops"], ct["kernels"]
+    op_rank = rank_of_ops(ct)
+    threaded = (
+        ops["thread"].present()
+        if isinstance(ops["thread"], Strings)
+        else np.asarray([v is not None for v in values(ops["thread"])])
+    )
+    dev_rank = np.nan_to_num(num(ct["devices"]["rank"]), nan=0.0).astype(np.int64)
+    out = RankCalls(set(op_rank[threaded].tolist()) | set(dev_rank.tolist()))
+    if k.n:
+        kind = codes_of(k["kind"], "communication")
+        coll = k["collective"]
+        coll_values = values(coll)
+        comm = kind & np.asarray([v is not None and str(v).lower() not in POINT_TO_POINT_KERNELS for v in coll_values])
+        start = num(k["start_us"])
+        comm &= ~np.isnan(start)
+        rows = np.flatnonzero(comm)
+        if len(rows):
+            uids = values(k["uid"])
+            group = values(k["process_group"])
+            members = values(k["group_ranks"])
+            end = num(k["end_us"])
+            k_rank = rank_of_kernels(ct)
+            for r in rows.tolist():
+                key = (group[r] if isinstance(group[r], str) else "", members[r] if isinstance(members[r], str) else "")
+                c = Call(
+                    "kernels",
+                    r,
+                    str(uids[r]),
+                    str(coll_values[r]),
+                    float(start[r]),
+                    float(end[r]),
+                    bool(on_graph_kernels[r]),
+                )
+                out.kernel_groups.setdefault(key, {}).setdefault(int(k_rank[r]), []).append(c)
+            for by_rank in out.kernel_groups.values():
+                for cs in by_rank.values():
+                    cs.sort(key=lambda c: (c.start, c.uid))
+    coll_op = ops["collective"]
+    if ops.n and coll_op.present().any():  # type: ignore[union-attr]
+        start = num(ops["start_us"])
+        end = num(ops["end_us"])
+        rows = np.flatnonzero(coll_op.present() & ~np.isnan(start))  # type: ignore[union-attr]
+        uids = values(ops["uid"])
+        names = values(coll_op)
+        for r in rows.tolist():
+            c = Call("ops", r, str(uids[r]), str(names[r]), float(start[r]), float(end[r]), bool(on_graph_ops[r]))
+            out.op_calls.setdefault(int(op_rank[r]), []).append(c)
+        for cs in out.op_calls.values():
+            cs.sort(key=lambda c: (c.start, c.uid))
     return out
 
 
+@dataclass
+class Member:
+    """A rank's call of a joined collective and its wait for the last rank."""
+
+    rank: int
+    call: Call
+    wait: float
+
+
+@dataclass
+class Collective:
+    uid: str
+    name: str
+    process_group: str | None
+    seq: int
+    ranks: int
+    last_rank: int
+    first_arrival: float
+    last_arrival: float
+    caused: float
+    waited: float
+    end_spread: float | None
+    members: list[Member]
+
+
+@dataclass
+class Joined:
+    """Collectives joined across ranks and the Trace's counts."""
+
+    collectives: list[Collective]
+    unmatched: int
+
+    def props(self) -> dict[str, int | bool | float | None]:
+        spreads = [c.end_spread for c in self.collectives if c.end_spread is not None]
+        return {
+            "has_collectives": bool(self.collectives),
+            "collectives": len(self.collectives),
+            "collective_calls_unmatched": self.unmatched,
+            "collective_end_spread_us": float(np.median(spreads)) if spreads else None,
+        }
+
+    def waits(self) -> dict[tuple[int, str, int], float]:
+        """(rank, table, row) of each joined call -> its wait."""
+        return {(m.rank, m.call.table, m.call.row): m.wait for c in self.collectives for m in c.members}
+
+
+def merge(parts: list[RankCalls]) -> RankCalls:
+    out = RankCalls(set())
+    for p in parts:
+        out.ranks |= p.ranks
+        for key, by_rank in p.kernel_groups.items():
+            target = out.kernel_groups.setdefault(key, {})
+            for r, cs in by_rank.items():
+                target.setdefault(r, []).extend(cs)
+        for r, cs in p.op_calls.items():
+            out.op_calls.setdefault(r, []).extend(cs)
+    for by_rank in out.kernel_groups.values():
+        for cs in by_rank.values():
+            cs.sort(key=lambda c: (c.start, c.uid))
+    for cs in out.op_calls.values():
+        cs.sort(key=lambda c: (c.start, c.uid))
+    return out
+
+
+def join(all_calls: RankCalls) -> Joined:
+    """Join the k-th call of every rank of each group (see :mod:`.collectives`)."""
+    collectives: list[Collective] = []
+    unmatched = 0
+    if all_calls.kernel_groups:
+        everyone = sorted(all_calls.ranks)
+        if len(everyone) >= 2:
+            for (group, members_text), by_rank in sorted(all_calls.kernel_groups.items()):
+                members = _group_ranks(members_text)
+                ranks = members if members is not None else everyone
+                tag = group or members_text or None
+                unmatched += _join(by_rank, ranks, group or None, tag, True, collectives)
+    elif len(all_calls.op_calls) >= 2:
+        unmatched = _join(all_calls.op_calls, sorted(all_calls.op_calls), None, None, False, collectives)
+    return Joined(collectives, unmatched)
+
+
+def _join(
+    calls: dict[int, list[Call]],
+    ranks: list[int],
+    group: str | None,
+    tag: str | None,
+    kernels: bool,
+    out: list[Collective],
+) -> int:
+    k = 0
+    if all(r in calls for r in ranks) and len(ranks) >= 2:
+        while k < min(len(calls[r]) for r in ranks):
+            names = {calls[r][k].name for r in ranks}
+            if len(names) != 1:
+                break
+            times = np.array([calls[r][k].start for r in ranks], dtype=float)
+            last = int(np.argmax(times))
+            waits = times[last] - times
+            uid = f"coll:{k}" if tag is None else f"coll:{tag}:{k}"
+            out.append(
+                Collective(
+                    uid=uid,
+                    name=names.pop(),
+                    process_group=group,
+                    seq=k,
+                    ranks=len(ranks),
+                    last_rank=ranks[last],
+                    first_arrival=float(times.min()),
+                    last_arrival=float(times[last]),
+                    caused=float(times[last] - np.sort(times)[-2]),
+                    waited=float(waits.sum()),
+                    end_spread=float(np.ptp([calls[r][k].end for r in ranks])) if kernels else None,
+                    members=[Member(r, calls[r][k], float(w)) for r, w in zip(ranks, waits)],
+                )
+            )
+            k += 1
+    return sum(len(c) - (k if r in ranks else 0) for r, c in calls.items())
+
+
 def _group_ranks(text: object) -> list[int] | None:
-    """``"[0, 1, 2, 3]"`` as ranks; None when absent or cut short (PyTorch
-    writes ``[0, 1, ..., 29, ...]`` for groups past 30 ranks)."""
-    if not isinstance(text, str):
+    """``"[0, 1, 2, 3]"`` as ranks; None when absent or cut short."""
+    if not isinstance(text, str) or not text:
         return None
     try:
         ranks = json.loads(text)

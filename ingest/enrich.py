@@ -36,21 +36,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
-import pandas as pd
 
+from tracegraph.columns import F64, I64, B, Lists, Strings, Table, Texts, kernel, present, values
 from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.errors import DependencyCycle
 from tracegraph.facts import Fact
-from tracegraph.ingest.collectives import join_collectives
-from tracegraph.ingest.frames import TraceFrames
+from tracegraph.ingest.columnar import ColumnarTrace, codes_of, executed, flags, num, refs
 from tracegraph.ingest.intervals import covered, union_intervals
-from tracegraph.ingest.observed_path import observed_path
-from tracegraph.ingest.ranks import rank_table
 
-# A property value of the Trace node (None: left out when stored).
+if TYPE_CHECKING:
+    from tracegraph.ingest.frames import TraceFrames
+
 TraceProp = str | int | float | bool | None
 
 
@@ -62,113 +61,14 @@ class Summary:
 
 
 def enrich(tf: TraceFrames) -> Summary:
-    """Add derived columns to ``tf`` in place; return the trace summary."""
-    ops = tf.ops
-    ops["weight_us"] = _weights(tf)
-    summary = Summary()
-    summary.props.update(_dag_passes(tf))
-    summary.props.update(_memory(tf))
-    _peak_live(tf)
-    _stream_order(tf)
-    _stream_busy(tf)
-    _copy_exposure(tf)
-    _degrees(tf)
-    summary.props.update(join_collectives(tf))
-    summary.props[Fact.COMMUNICATION.flag] = rank_table(tf)
-    summary.props.update(observed_path(tf))
-    summary.props.update(_facts(tf))
-    tf.check_enriched()
-    return summary
+    """Add derived columns to ``tf`` in place (the passes run on its
+    columns, :func:`whole`); return the trace summary."""
+    from tracegraph.ingest.columnar import from_frames, write_back
 
-
-def _weights(tf: TraceFrames) -> pd.Series:
-    """Kernel time when the op launched kernels, else its self time: its
-    duration minus those of the ops nested directly in it (``parent``; no
-    nesting: its duration), never below 0."""
-    ops = tf.ops
-    executed = ops["executed"].fillna(True).astype(bool)
-    if tf.time_unit != "us":
-        return executed.astype(float)
-    kernel_sum = tf.kernels.groupby("op")["dur_us"].sum() if len(tf.kernels) else pd.Series(dtype=float)
-    own = pd.to_numeric(ops["dur_us"], errors="coerce").fillna(0.0)
-    if "parent" in ops and ops["parent"].notna().any():
-        nested = pd.DataFrame({"parent": ops["parent"], "dur": own})
-        children = nested[nested["parent"].notna()].groupby("parent")["dur"].sum()
-        own = (own - ops["uid"].map(children).fillna(0.0)).clip(lower=0.0)
-    weight = ops["uid"].map(kernel_sum).astype(float).fillna(own)
-    return weight.where(executed, 0.0).astype(float)
-
-
-def dag_members(tf: TraceFrames) -> npt.NDArray[np.bool_]:
-    """The ops that take part in the dependency DAG: the executed ones, and
-    of those only the ones marked ``carries_deps`` when the format marks
-    any (a PyTorch trace joined to its Execution Trace)."""
-    ops = tf.ops
-    member = np.array(ops["executed"].fillna(True).astype(bool).to_numpy(), dtype=bool)
-    if "carries_deps" in ops and ops["carries_deps"].notna().any():
-        member &= np.array(ops["carries_deps"].fillna(False).astype(bool).to_numpy(), dtype=bool)
-    return member
-
-
-def _path_weights(tf: TraceFrames, member: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
-    """Each DAG op's weight plus the weights of the ops nested in it (its
-    subtree by ``parent``): a PyTorch op's own weight is its self time, and
-    on the DAG it stands for all it ran. Without nesting: the weight."""
-    ops = tf.ops
-    weight = ops["weight_us"].to_numpy(dtype=float)
-    total = weight.copy()
-    if tf.time_unit == "us" and "parent" in ops and ops["parent"].notna().any():
-        index = {u: i for i, u in enumerate(ops["uid"].tolist())}
-        parent = [index.get(p, -1) if isinstance(p, str) else -1 for p in ops["parent"].tolist()]
-        depth = [0] * len(parent)
-        for i in range(len(parent)):  # depth by walking up (trees are shallow)
-            d, p = 0, parent[i]
-            while p >= 0:
-                d, p = d + 1, parent[p]
-            depth[i] = d
-        for i in sorted(range(len(parent)), key=lambda i: -depth[i]):  # children before parents
-            if parent[i] >= 0:
-                total[parent[i]] += total[i]
-    return np.where(member, total, np.nan)
-
-
-def _dag_passes(tf: TraceFrames) -> dict[str, TraceProp]:
-    """Critical path (by path weight) and longest chain (by op count)."""
-    ops = tf.ops
-    n = len(ops)
-    cols = ["es_us", "ef_us", "ls_us", "lf_us", "slack_us", "cp_pred", "cp_step", "chain_len", "chain_pred", "lc_step"]
-    for c in cols:
-        ops[c] = None
-    executed = dag_members(tf)
-    ops["path_weight_us"] = None
-    if n == 0 or not executed.any() or tf.deps.empty:
-        # Without dependencies every op is a chain of its own: no path to report.
-        return {"critical_path_us": None, "longest_chain_ops": None}
-    uids = ops["uid"].tolist()
-    dag = tf.dag if tf.dag is not None and bool(np.array_equal(tf.dag.executed, executed)) else None
-    if dag is None:
-        dag = dependency_dag(uids, ops["seq"].tolist(), executed, zip(tf.deps["src"], tf.deps["dst"]))
-    path_weight = _path_weights(tf, executed)
-    ops["path_weight_us"] = [None if w != w else float(w) for w in path_weight]
-    weight = np.nan_to_num(path_weight)
-    cp = dag_passes(dag, weight)
-    lc = dag_passes(dag, np.where(executed, 1.0, 0.0))
-    live = executed  # every executed op is in ``order``; the rest get NaN
-    ops["es_us"] = np.where(live, cp.es, np.nan)
-    ops["ef_us"] = np.where(live, cp.ef, np.nan)
-    ops["lf_us"] = np.where(live, cp.lf, np.nan)
-    ops["ls_us"] = np.where(live, cp.ls, np.nan)
-    ops["slack_us"] = np.where(live, cp.slack, np.nan)
-    ops["cp_pred"] = [uids[p] if p >= 0 else None for p in cp.pred]
-    ops["chain_len"] = np.where(live, lc.ef, np.nan)
-    ops["chain_pred"] = [uids[p] if p >= 0 else None for p in lc.pred]
-    ops["cp_step"] = cp.steps
-    ops["lc_step"] = lc.steps
-    return {
-        "critical_path_us": float(cp.length),
-        "critical_path_ops": len(cp.path),
-        "longest_chain_ops": int(lc.length),
-    }
+    ct = from_frames(tf)
+    props = whole(ct, tf.dag)
+    write_back(ct, tf)
+    return Summary(props)
 
 
 def check_acyclic(tf: TraceFrames) -> None:
@@ -190,159 +90,465 @@ def check_acyclic(tf: TraceFrames) -> None:
         raise DependencyCycle(e.cycle, labels) from None
 
 
-def _memory(tf: TraceFrames) -> dict[str, TraceProp]:
-    """Per allocator running sum, peak and timeline; stored on allocators."""
-    al = tf.allocators
-    for c in ("peak_bytes", "peak_us", "timeline_us", "timeline_bytes"):
-        al[c] = None
-    a = tf.allocations[tf.allocations["alloc_us"].notna()]
-    if a.empty:
+# --- weights ------------------------------------------------------------------------------------
+
+
+def weights(ct: ColumnarTrace) -> F64:
+    """Kernel time when the op launched kernels, else its self time: its
+    duration minus those of the ops nested directly in it (``parent``),
+    never below 0; 1 per executed op for traces timed in steps."""
+    ops, k = ct["ops"], ct["kernels"]
+    ran = executed(ct)
+    if ct.time_unit != "us":
+        return ran.astype(np.float64)
+    n = ops.n
+    op_of = refs(k["op"]) if k.n else np.zeros(0, np.int64)
+    valid = op_of >= 0
+    kernel_sum = np.bincount(op_of[valid], weights=np.nan_to_num(num(k["dur_us"])[valid]), minlength=n)
+    launched = np.bincount(op_of[valid], minlength=n) > 0
+    own = np.nan_to_num(num(ops["dur_us"]))
+    parent = refs(ops["parent"]) if "parent" in ops else np.full(n, -1)
+    nested = parent >= 0
+    if nested.any():
+        children = np.bincount(parent[nested], weights=own[nested], minlength=n)
+        own = np.maximum(own - children, 0.0)
+    weight = np.where(launched, kernel_sum, own)
+    return np.where(ran, weight, 0.0)
+
+
+# --- the dependency DAG -------------------------------------------------------------------------
+
+
+def dag_members(ct: ColumnarTrace) -> B:
+    """The ops that take part in the dependency DAG: the executed ones, and
+    of those only the ones marked ``carries_deps`` when the format marks
+    any (a PyTorch trace joined to its Execution Trace)."""
+    member = executed(ct).copy()
+    carries = ct["ops"].get("carries_deps")
+    if carries is not None and present(carries).any():
+        member &= flags(carries, False)
+    return member
+
+
+def path_weights(ct: ColumnarTrace, member: B, weight: F64) -> F64:
+    """Each DAG op's weight plus the weights of the ops nested in it."""
+    ops = ct["ops"]
+    total = weight.copy()
+    parent = refs(ops["parent"]) if "parent" in ops else np.full(ops.n, -1)
+    if ct.time_unit == "us" and (parent >= 0).any():
+        total = _subtree_sums(parent, total)
+    return np.where(member, total, np.nan)
+
+
+@kernel
+def _subtree_sums(parent: I64, weight: F64) -> F64:  # pragma: no cover - compiled
+    """Each op's weight plus its descendants' (children before parents: by depth)."""
+    n = len(parent)
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        d = 0
+        p = parent[i]
+        while p >= 0:
+            d += 1
+            p = parent[p]
+        depth[i] = d
+    order = np.argsort(-depth, kind="mergesort")
+    total = weight.copy()
+    for k in range(n):
+        i = order[k]
+        if parent[i] >= 0:
+            total[parent[i]] += total[i]
+    return total
+
+
+def dag(ct: ColumnarTrace, member: B) -> Any:
+    ops, deps = ct["ops"], ct["deps"]
+    uids = values(ops["uid"])
+    seq = values(ops["seq"])
+    src, dst = refs(deps["src"]), refs(deps["dst"])
+    pairs = [(uids[s], uids[d]) for s, d in zip(src.tolist(), dst.tolist())]
+    return dependency_dag(uids, seq, member, pairs)
+
+
+def dag_passes_columns(ct: ColumnarTrace, weight: F64, known: Any = None) -> dict[str, TraceProp]:
+    """Critical path (by path weight) and longest chain (by op count)."""
+    ops = ct["ops"]
+    n = ops.n
+    member = dag_members(ct)
+    for c in ("es_us", "ef_us", "ls_us", "lf_us", "slack_us", "chain_len", "path_weight_us"):
+        ops[c] = np.full(n, np.nan)
+    for c in ("cp_pred", "chain_pred"):
+        ops[c] = np.full(n, -1, dtype=np.int64)
+    for c in ("cp_step", "lc_step"):
+        ops[c] = np.full(n, np.nan)
+    if n == 0 or not member.any() or ct["deps"].n == 0:
+        return {"critical_path_us": None, "longest_chain_ops": None}
+    d = known if known is not None and bool(np.array_equal(known.executed, member)) else dag(ct, member)
+    pw = path_weights(ct, member, weight)
+    ops["path_weight_us"] = pw
+    cp = dag_passes(d, np.nan_to_num(pw))
+    lc = dag_passes(d, np.where(member, 1.0, 0.0))
+    ops["es_us"] = np.where(member, cp.es, np.nan)
+    ops["ef_us"] = np.where(member, cp.ef, np.nan)
+    ops["lf_us"] = np.where(member, cp.lf, np.nan)
+    ops["ls_us"] = np.where(member, cp.ls, np.nan)
+    ops["slack_us"] = np.where(member, cp.slack, np.nan)
+    ops["cp_pred"] = np.asarray(cp.pred, dtype=np.int64)
+    ops["chain_len"] = np.where(member, lc.ef, np.nan)
+    ops["chain_pred"] = np.asarray(lc.pred, dtype=np.int64)
+    ops["cp_step"] = np.asarray([np.nan if s is None else s for s in cp.steps], dtype=np.float64)
+    ops["lc_step"] = np.asarray([np.nan if s is None else s for s in lc.steps], dtype=np.float64)
+    return {
+        "critical_path_us": float(cp.length),
+        "critical_path_ops": len(cp.path),
+        "longest_chain_ops": int(lc.length),
+    }
+
+
+# --- memory -------------------------------------------------------------------------------------
+
+
+def memory(ct: ColumnarTrace) -> dict[str, TraceProp]:
+    """Per allocator running sum, peak and timeline (frees before
+    allocations at equal times; one point per time: live bytes after
+    every event then); the peak is first reached at ``peak_us``."""
+    al, a = ct["allocators"], ct["allocations"]
+    na = al.n
+    al["peak_bytes"] = np.full(na, np.nan)
+    al["peak_us"] = np.full(na, np.nan)
+    empty = Lists(np.zeros(na + 1, dtype=np.int64), np.zeros(0), np.zeros(na, dtype=bool))
+    al["timeline_us"] = empty
+    al["timeline_bytes"] = Lists(
+        np.zeros(na + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(na, dtype=bool)
+    )
+    t_alloc = num(a["alloc_us"]) if a.n else np.zeros(0)
+    timed = ~np.isnan(t_alloc)
+    if not timed.any():
         return {"memory_peak_bytes": None}
-    allocs = pd.DataFrame(
-        {"allocator": a["allocator"], "t": a["alloc_us"].astype(float), "delta": a["bytes"].astype(float), "order": 1}
-    )
-    freed = a[a["free_us"].notna()]
-    frees = pd.DataFrame(
-        {
-            "allocator": freed["allocator"],
-            "t": freed["free_us"].astype(float),
-            "delta": -freed["bytes"].astype(float),
-            "order": 0,
-        }
-    )
-    events = pd.concat([allocs, frees]).sort_values(["allocator", "t", "order"], kind="stable")
-    events["live"] = events.groupby("allocator")["delta"].cumsum()
-    # One point per timestamp: live bytes after every event at that time.
-    points = events.groupby(["allocator", "t"], sort=True)["live"].last().reset_index()
-    peak_all = 0.0
-    for uid, pts in points.groupby("allocator"):
-        i = int(pts["live"].to_numpy().argmax())  # first time the max is reached
-        row = al.index[al["uid"] == uid][0]
-        al.at[row, "peak_bytes"] = int(pts["live"].iloc[i])
-        al.at[row, "peak_us"] = float(pts["t"].iloc[i])
-        # A list in one cell of an object column is what pandas stores here;
-        # pandas-stubs types .at[] assignments as scalars only.
-        al.at[row, "timeline_us"] = pts["t"].astype(float).tolist()  # type: ignore[assignment]
-        al.at[row, "timeline_bytes"] = pts["live"].astype(int).tolist()  # type: ignore[assignment]
-        peak_all = max(peak_all, float(pts["live"].iloc[i]))
-    return {"memory_peak_bytes": int(peak_all)}
+    alloc_of = refs(a["allocator"])
+    nbytes = num(a["bytes"])
+    t_free = num(a["free_us"])
+    freed = timed & ~np.isnan(t_free)
+    who = np.concatenate([alloc_of[timed], alloc_of[freed]])
+    t = np.concatenate([t_alloc[timed], t_free[freed]])
+    delta = np.concatenate([nbytes[timed], -nbytes[freed]])
+    order_key = np.concatenate([np.ones(timed.sum()), np.zeros(freed.sum())])
+    position = np.arange(len(t))
+    order = np.lexsort((position, order_key, t, who))
+    who, t, delta = who[order], t[order], delta[order]
+    live = np.cumsum(delta)
+    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+    base = np.repeat(np.r_[0.0, live[starts[1:] - 1]], np.diff(np.r_[starts, len(who)]))
+    live = live - base
+    # one point per (allocator, time): the last event's live bytes
+    last = np.r_[(who[1:] != who[:-1]) | (t[1:] != t[:-1]), True]
+    pw, pt, pl = who[last], t[last], live[last]
+    group = np.flatnonzero(np.r_[True, pw[1:] != pw[:-1]])
+    ends = np.r_[group[1:], len(pw)]
+    peak_bytes = np.full(na, np.nan)
+    peak_us = np.full(na, np.nan)
+    counts = np.zeros(na, dtype=np.int64)
+    for g0, g1 in zip(group.tolist(), ends.tolist()):
+        i = g0 + int(np.argmax(pl[g0:g1]))
+        w = int(pw[g0])
+        peak_bytes[w] = pl[i]
+        peak_us[w] = pt[i]
+        counts[w] = g1 - g0
+    has = counts > 0
+    offsets = np.zeros(na + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    # points are grouped by allocator in allocator order already (sorted by who)
+    al["peak_bytes"] = peak_bytes
+    al["peak_us"] = peak_us
+    al["timeline_us"] = Lists(offsets, pt.astype(np.float64), has)
+    al["timeline_bytes"] = Lists(offsets, pl.astype(np.int64), has)
+    return {"memory_peak_bytes": int(np.nanmax(peak_bytes))}
 
 
-def _peak_live(tf: TraceFrames) -> None:
-    """``peak_live_bytes`` per op: the bytes of its allocations live at the
-    trace's memory peak, the peak of the allocator with the largest peak
-    (ties: name, then uid), first reached at its ``peak_us``; live means
-    alloc_us <= peak_us < free_us (never freed: live); absent when 0. Stored so that
-    layer-breakdown sums ops, not a grouping of every op's allocations."""
-    ops = tf.ops
-    ops["peak_live_bytes"] = None
-    al = tf.allocators[tf.allocators["peak_bytes"].notna()]
-    if al.empty:
+def top_allocator(ct: ColumnarTrace) -> int:
+    """The allocator with the largest peak (ties: name, then uid), -1: none."""
+    al = ct["allocators"]
+    peak = num(al["peak_bytes"])
+    rows = np.flatnonzero(~np.isnan(peak))
+    if not len(rows):
+        return -1
+    names = values(al["name"])
+    uids = values(al["uid"])
+    return int(min(rows.tolist(), key=lambda r: (-int(peak[r]), str(names[r]), str(uids[r]))))
+
+
+def peak_live_of(ct: ColumnarTrace, allocator: int, peak_us: float) -> F64:
+    """Per op, the bytes of its allocations of ``allocator`` live at
+    ``peak_us`` (alloc <= peak < free; never freed: live); NaN: none."""
+    ops, a = ct["ops"], ct["allocations"]
+    out = np.full(ops.n, np.nan)
+    if a.n == 0 or allocator < 0:
+        return out
+    alloc_us, free_us = num(a["alloc_us"]), num(a["free_us"])
+    live = (refs(a["allocator"]) == allocator) & (alloc_us <= peak_us) & (np.isnan(free_us) | (free_us > peak_us))
+    op = refs(a["op"])
+    live &= op >= 0
+    total = np.bincount(op[live], weights=num(a["bytes"])[live], minlength=ops.n)
+    return np.where(total != 0, total, np.nan)
+
+
+def peak_live(ct: ColumnarTrace) -> None:
+    """``peak_live_bytes`` per op: bytes of its allocations live at the
+    trace's memory peak (the top allocator's, first reached at its peak_us)."""
+    top = top_allocator(ct)
+    peak_us = float(num(ct["allocators"]["peak_us"])[top]) if top >= 0 else 0.0
+    ct["ops"]["peak_live_bytes"] = peak_live_of(ct, top, peak_us)
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+
+def stream_order(ct: ColumnarTrace) -> None:
+    """``next_kernel`` and the idle ``gap_after_us`` after each kernel on its
+    stream (order: start, end, uid; the gap: the next start minus the
+    latest end so far on the stream, at least 0)."""
+    k = ct["kernels"]
+    n = k.n
+    k["next_kernel"] = np.full(n, -1, dtype=np.int64)
+    k["gap_after_us"] = np.full(n, np.nan)
+    if n == 0:
         return
-    top = al.assign(p=al["peak_bytes"].astype("int64")).sort_values(
-        ["p", "name", "uid"], ascending=[False, True, True], kind="stable"
-    )
-    allocator, peak_us = top["uid"].iloc[0], float(top["peak_us"].iloc[0])
-    a = tf.allocations
-    alloc_us = pd.to_numeric(a["alloc_us"], errors="coerce")
-    free_us = pd.to_numeric(a["free_us"], errors="coerce")
-    live = a[(a["allocator"] == allocator) & (alloc_us <= peak_us) & (free_us.isna() | (free_us > peak_us))]
-    per_op = live[live["op"].notna()].groupby("op")["bytes"].sum()
-    # Absent (not 0) where nothing is live: most ops, and sum() skips nulls.
-    ops["peak_live_bytes"] = [int(b) if b == b and b else None for b in ops["uid"].map(per_op)]
+    stream = refs(k["stream"])
+    start, end = num(k["start_us"]), num(k["end_us"])
+    order = _by_stream(k, stream, start, end)
+    s_o = stream[order]
+    same_next = np.r_[s_o[1:] == s_o[:-1], False]
+    nxt = np.full(n, -1, dtype=np.int64)
+    nxt[:-1] = order[1:]
+    busy_until = _group_cummax(s_o, end[order])
+    next_start = np.r_[start[order][1:], np.nan]
+    gap = np.maximum(next_start - busy_until, 0.0)
+    gap = np.where(np.isnan(next_start - busy_until), np.nan, gap)
+    next_kernel = np.full(n, -1, dtype=np.int64)
+    gap_after = np.full(n, np.nan)
+    next_kernel[order] = np.where(same_next, nxt, -1)
+    gap_after[order] = np.where(same_next, gap, np.nan)
+    k["next_kernel"] = next_kernel
+    k["gap_after_us"] = gap_after
 
 
-def _stream_order(tf: TraceFrames) -> None:
-    """``next_kernel`` and the idle ``gap_us`` after each kernel on its stream."""
-    k = tf.kernels
-    k["next_kernel"] = None
-    k["gap_after_us"] = None
-    if k.empty:
-        return
-    ordered = k.sort_values(["stream", "start_us", "end_us", "uid"], kind="stable")
-    nxt = ordered.groupby("stream")["uid"].shift(-1)
-    next_start = ordered.groupby("stream")["start_us"].shift(-1)
-    # Gap to the next kernel after everything before it on the stream ended.
-    busy_until = ordered.groupby("stream")["end_us"].cummax()
-    gap = (next_start - busy_until).clip(lower=0)
-    k.loc[ordered.index, "next_kernel"] = nxt.where(nxt.notna(), None)
-    k.loc[ordered.index, "gap_after_us"] = gap.where(nxt.notna(), None)
+def _by_stream(k: Table, stream: I64, start: F64, end: F64) -> I64:
+    """Kernels by (stream, start, end, uid): NaN times last, uids compared as text."""
+    order = np.lexsort((np.arange(len(stream)), end, start, stream))
+    s, a, b = stream[order], start[order], end[order]
+    tie = np.r_[False, (s[1:] == s[:-1]) & (a[1:] == a[:-1]) & (b[1:] == b[:-1])]
+    if tie.any():  # equal (stream, start, end): by uid text, a few runs
+        uids = values(k["uid"])
+        run_start = np.flatnonzero(~tie)
+        run_end = np.r_[run_start[1:], len(order)]
+        for r0, r1 in zip(run_start.tolist(), run_end.tolist()):
+            if r1 - r0 > 1:
+                part = order[r0:r1].tolist()
+                order[r0:r1] = sorted(part, key=lambda i: uids[i])
+    return order
 
 
-def _degrees(tf: TraceFrames) -> None:
-    """``readers`` per tensor (distinct ops reading it) and ``inputs`` per
-    op (data inputs, one per input position): fan-out and fan-in, counted
-    here once so that fan-out does not aggregate every CONSUMES edge."""
-    c = tf.consumes
-    readers = c.drop_duplicates(["tensor", "op"]).groupby("tensor").size()
-    inputs = c.groupby("op").size()
-    tf.tensors["readers"] = tf.tensors["uid"].map(readers).fillna(0).astype("int64")
-    tf.ops["inputs"] = tf.ops["uid"].map(inputs).fillna(0).astype("int64")
+def _group_cummax(group: I64, x: F64) -> F64:
+    """Running max of ``x`` within each run of equal ``group`` (NaN skipped; NaN where x is NaN)."""
+    return _cummax(group, x)
 
 
-def _stream_busy(tf: TraceFrames) -> None:
+@kernel
+def _cummax(group: I64, x: F64) -> F64:  # pragma: no cover - compiled
+    out = np.empty(len(x))
+    best = np.nan
+    for i in range(len(x)):
+        if i == 0 or group[i] != group[i - 1]:
+            best = np.nan
+        v = x[i]
+        if v == v and (best != best or v > best):
+            best = v
+        out[i] = best if v == v else np.nan
+    return out
+
+
+def stream_busy(ct: ColumnarTrace) -> None:
     """``busy_us`` per stream: the length of the union of its kernel
-    intervals (overlapping kernels count once; 0 for a stream without
-    kernels, None when none of its kernels has times)."""
-    st, k = tf.streams, tf.kernels
-    st["busy_us"] = 0.0 if len(st) else None
-    if k.empty or st.empty:
-        return
-    starts = pd.to_numeric(k["start_us"], errors="coerce")
-    ends = pd.to_numeric(k["end_us"], errors="coerce")
-    busy = {}
-    for stream, idx in k.groupby("stream").groups.items():
-        a, b = union_intervals(starts[idx], ends[idx])
-        busy[stream] = float((b - a).sum()) if len(a) else None  # None: no kernel has times
-    st["busy_us"] = [busy.get(u, 0.0) for u in st["uid"]]
+    intervals (0 for a stream without kernels, None when none of its
+    kernels has times)."""
+    st, k = ct["streams"], ct["kernels"]
+    busy = np.zeros(st.n)
+    if k.n and st.n:
+        stream = refs(k["stream"])
+        start, end = num(k["start_us"]), num(k["end_us"])
+        busy = _busy(stream, start, end, st.n)
+    st["busy_us"] = busy
 
 
-def _copy_exposure(tf: TraceFrames) -> None:
+@kernel
+def _busy(stream: I64, start: F64, end: F64, n: int) -> F64:  # pragma: no cover - compiled
+    """Per stream the union length of its timed kernels' [start, max(end, start))."""
+    keep = np.flatnonzero((start == start) & (end == end))
+    order = keep[np.argsort(start[keep], kind="mergesort")]
+    busy = np.zeros(n)
+    timed = np.zeros(n, dtype=np.bool_)
+    seen = np.zeros(n, dtype=np.bool_)
+    cur_s = np.full(n, np.nan)
+    cur_e = np.full(n, np.nan)
+    for i in range(len(stream)):
+        seen[stream[i]] = True
+    for k in range(len(order)):
+        i = order[k]
+        s = stream[i]
+        a = start[i]
+        b = max(end[i], a)
+        timed[s] = True
+        if cur_s[s] != cur_s[s]:
+            cur_s[s] = a
+            cur_e[s] = b
+        elif a > cur_e[s]:
+            busy[s] += cur_e[s] - cur_s[s]
+            cur_s[s] = a
+            cur_e[s] = b
+        elif b > cur_e[s]:
+            cur_e[s] = b
+    for s in range(n):
+        if timed[s]:
+            busy[s] += cur_e[s] - cur_s[s]
+        elif seen[s]:
+            busy[s] = np.nan
+    return busy
+
+
+def copy_exposure(ct: ColumnarTrace) -> None:
     """``exposed_us`` per copy kernel (kind ``memcpy``): its duration minus
-    the part of it that any compute kernel on the same device overlaps
-    (interval arithmetic against the union of that device's compute kernel
-    intervals). None for compute kernels."""
-    k = tf.kernels
-    k["exposed_us"] = None
-    if k.empty:
-        return
-    device = k["stream"].map(dict(zip(tf.streams["uid"], tf.streams["device"])))
-    starts = pd.to_numeric(k["start_us"], errors="coerce").astype(float)
-    ends = pd.to_numeric(k["end_us"], errors="coerce").astype(float)
-    copy = (k["kind"] == "memcpy").to_numpy()
-    compute = (k["kind"] == "compute").to_numpy()
-    exposed = pd.Series([None] * len(k), index=k.index, dtype=object)
-    for dev in device[copy].dropna().unique():
-        on_dev = (device == dev).to_numpy()
-        seg_a, seg_b = union_intervals(starts[on_dev & compute], ends[on_dev & compute])
-        sel = on_dev & copy
-        a, b = starts[sel].to_numpy(), ends[sel].to_numpy()
-        hidden = covered(seg_a, seg_b, a, b)
-        exp = np.maximum((b - a) - hidden, 0.0)
-        exposed[sel] = [None if np.isnan(x) else float(x) for x in exp]
+    the part of it compute kernels on the same device overlap; None for
+    other kernels."""
+    k, st = ct["kernels"], ct["streams"]
+    exposed = np.full(k.n, np.nan)
+    if k.n:
+        device = refs(st["device"])[refs(k["stream"])]
+        start, end = num(k["start_us"]), num(k["end_us"])
+        copy = codes_of(k["kind"], "memcpy")
+        compute = codes_of(k["kind"], "compute")
+        for dev in np.unique(device[copy]).tolist():
+            on = device == dev
+            seg_a, seg_b = union_intervals(start[on & compute], end[on & compute])
+            sel = on & copy
+            a, b = start[sel], end[sel]
+            exposed[sel] = np.maximum((b - a) - covered(seg_a, seg_b, a, b), 0.0)
     k["exposed_us"] = exposed
 
 
-def _facts(tf: TraceFrames) -> dict[str, TraceProp]:
+def degrees(ct: ColumnarTrace) -> None:
+    """``readers`` per tensor (distinct ops reading it) and ``inputs`` per op (data inputs)."""
+    c, t, ops = ct["consumes"], ct["tensors"], ct["ops"]
+    op, tensor = refs(c["op"]) if c.n else np.zeros(0, np.int64), refs(c["tensor"]) if c.n else np.zeros(0, np.int64)
+    if c.n:
+        pairs = np.unique(np.stack([tensor, op], axis=1), axis=0)
+        t["readers"] = np.bincount(pairs[:, 0], minlength=t.n).astype(np.int64)
+    else:
+        t["readers"] = np.zeros(t.n, dtype=np.int64)
+    ops["inputs"] = np.bincount(op, minlength=ops.n).astype(np.int64)
+
+
+# --- facts --------------------------------------------------------------------------------------
+
+
+def facts(ct: ColumnarTrace) -> dict[str, TraceProp]:
     """What the trace has, so analyses can say ``not available`` precisely."""
-    ops = tf.ops
-    timed = tf.time_unit in ("us", "step")
-    end = pd.to_numeric(pd.concat([ops["end_us"], tf.kernels["end_us"]]), errors="coerce").max()
+    ops, k = ct["ops"], ct["kernels"]
+    timed = ct.time_unit in ("us", "step")
+    ends = np.concatenate([num(ops["end_us"]), num(k["end_us"])]) if (ops.n or k.n) else np.zeros(0)
+    end = float(np.nanmax(ends)) if len(ends) and not np.isnan(ends).all() else None
+    a = ct["allocations"]
     return {
-        "framework": tf.framework,
-        "time_unit": tf.time_unit,
-        "sources": json.dumps(tf.sources),
-        "span_us": float(end) if timed and pd.notna(end) else None,
-        "ops": len(ops),
-        "executed_ops": int(ops["executed"].fillna(True).astype(bool).sum()),
+        "framework": ct.framework,
+        "time_unit": ct.time_unit,
+        "sources": json.dumps(ct.sources),
+        "span_us": end if timed else None,
+        "ops": ops.n,
+        "executed_ops": int(executed(ct).sum()),
         **{
             fact.flag: bool(has)
             for fact, has in (
                 (Fact.TIMES, timed),
-                (Fact.DEPS, len(tf.deps)),
-                (Fact.KERNELS, len(tf.kernels)),
-                (Fact.MEMORY, tf.allocations["alloc_us"].notna().any()),
-                (Fact.COPIES, len(tf.kernels) and (tf.kernels["kind"] == "memcpy").any()),
+                (Fact.DEPS, ct["deps"].n),
+                (Fact.KERNELS, k.n),
+                (Fact.MEMORY, a.n and (~np.isnan(num(a["alloc_us"]))).any()),
+                (Fact.COPIES, k.n and codes_of(k["kind"], "memcpy").any()),
             )
         },
     }
+
+
+def local(ct: ColumnarTrace, known_dag: Any = None) -> dict[str, TraceProp]:
+    """Every pass that needs nothing beyond this trace (or rank): weights,
+    the DAG passes, memory timelines, stream order and busy time, copy
+    exposure, degrees, facts."""
+    ops = ct["ops"]
+    w = weights(ct)
+    ops["weight_us"] = w
+    props: dict[str, TraceProp] = {}
+    props.update(dag_passes_columns(ct, w, known_dag))
+    props.update(memory(ct))
+    stream_order(ct)
+    stream_busy(ct)
+    copy_exposure(ct)
+    degrees(ct)
+    props.update(facts(ct))
+    return props
+
+
+def whole(ct: ColumnarTrace, known_dag: Any = None) -> dict[str, TraceProp]:
+    """Every pass over a trace held whole (every rank of it at once)."""
+    from tracegraph.ingest import collectives, observed_path, ranks
+
+    props = local(ct, known_dag)
+    peak_live(ct)
+    x = observed_path.inputs(ct)
+    op_e, k_e = observed_path.elements(x)
+    joined = collectives.join(collectives.calls(ct, op_e >= 0, k_e >= 0))
+    props.update(joined.props())
+    ct.tables["collectives"], ct.tables["joins"] = collective_tables(ct, joined)
+    waits = {(table, row): w for (_, table, row), w in joined.waits().items()}
+    rows, has_comm = ranks.rank_rows(ct, waits)
+    ct.tables["ranks"] = rank_table(rows)
+    props[Fact.COMMUNICATION.flag] = has_comm
+    props.update(observed_path.whole(ct, joined))
+    props.update(facts(ct))
+    return props
+
+
+def collective_tables(ct: ColumnarTrace, joined: Any) -> tuple[Table, Table]:
+    """The Collective rows and the JOINS rows (an op or kernel row of ``ct`` each)."""
+    cs = joined.collectives
+    t = Table(len(cs))
+    t["uid"] = Texts.of([c.uid for c in cs])
+    t["name"] = Strings.of([c.name for c in cs])
+    t["process_group"] = Strings.of([c.process_group for c in cs])
+    t["seq"] = np.asarray([c.seq for c in cs], dtype=np.int64)
+    t["ranks"] = np.asarray([c.ranks for c in cs], dtype=np.int64)
+    t["last_rank"] = np.asarray([c.last_rank for c in cs], dtype=np.int64)
+    t["first_arrival_us"] = np.asarray([c.first_arrival for c in cs], dtype=np.float64)
+    t["last_arrival_us"] = np.asarray([c.last_arrival for c in cs], dtype=np.float64)
+    t["caused_us"] = np.asarray([c.caused for c in cs], dtype=np.float64)
+    t["waited_us"] = np.asarray([c.waited for c in cs], dtype=np.float64)
+    t["end_spread_us"] = np.asarray([np.nan if c.end_spread is None else c.end_spread for c in cs], dtype=np.float64)
+    members = [(i, m) for i, c in enumerate(cs) for m in c.members]
+    j = Table(len(members))
+    j["op"] = np.asarray([m.call.row if m.call.table == "ops" else -1 for _, m in members], dtype=np.int64)
+    j["kernel"] = np.asarray([m.call.row if m.call.table == "kernels" else -1 for _, m in members], dtype=np.int64)
+    j["collective"] = np.asarray([i for i, _ in members], dtype=np.int64)
+    j["rank"] = np.asarray([m.rank for _, m in members], dtype=np.int64)
+    j["wait_us"] = np.asarray([m.wait for _, m in members], dtype=np.float64)
+    return t, j
+
+
+def rank_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(len(rows))
+    t["uid"] = Texts.of([r["uid"] for r in rows])
+    t["rank"] = np.asarray([r["rank"] for r in rows], dtype=np.int64)
+    t["mode"] = Strings.of([r["mode"] for r in rows])
+    for c in ("comm_us", "compute_us", "overlap_us", "exposed_comm_us"):
+        t[c] = np.asarray([r[c] for r in rows], dtype=np.float64)
+    t["lanes"] = Lists.of([r["lanes"] for r in rows], str)
+    t["lane_kinds"] = Lists.of([r["lane_kinds"] for r in rows], str)
+    for c in ("lane_window_us", "idle_us", "idle_collective_us", "idle_sync_us", "idle_host_us", "idle_other_us"):
+        t[c] = Lists.of([r[c] for r in rows], float)
+    return t

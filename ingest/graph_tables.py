@@ -1,9 +1,12 @@
-"""The enriched frames as the tables a loader writes: nodes, relationships
+"""The enriched columns as the tables a loader writes: nodes, relationships
 and properties as :mod:`schema` declares them.
 
-:func:`trace_tables` turns an enriched :class:`TraceFrames` into the
+:func:`trace_tables` turns an enriched
+:class:`~tracegraph.ingest.columnar.ColumnarTrace` into the
 engine-neutral :class:`~tracegraph.db.base.TraceTables` every engine's
-loader writes, so all engines hold the same graph.
+loader writes, so all engines hold the same graph: the names the store
+copies onto nodes (a kernel's op, stream and device names...) taken by
+position, relationship ends as row positions.
 """
 
 from __future__ import annotations
@@ -12,98 +15,144 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from tracegraph import schema
+from tracegraph.columns import Column, Lists, Strings, Table, Texts, take, values
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
-from tracegraph.ingest.enrich import Summary
-from tracegraph.ingest.frames import TraceFrames, empty
+from tracegraph.ingest.columnar import ColumnarTrace, executed, num, refs
 
 
-def trace_tables(tf: TraceFrames, summary: Summary) -> TraceTables:
-    """The enriched frames as node and relationship tables, plus the Trace node's properties."""
-    frames = _frames(tf)
+def trace_tables(ct: ColumnarTrace, props: dict[str, Any]) -> TraceTables:
+    """The enriched columns as node and relationship tables, plus the
+    Trace node's properties (``props``: enrichment's)."""
+    frames = _frames(ct)
     nodes = [
-        NodeTable(t.label, t.name, frames[t.name], tuple(t.properties()))
+        NodeTable(t.label, t.name, _complete(frames[t.name], t), tuple(t.properties()))
         for t in schema.NODE_TABLES
         if t.label is not None  # always: NODE_TABLES are the tables with a label
     ]
-    rels = []
-    for r in schema.RELATIONSHIPS:
-        df = frames[r.table]
-        df = df[df[r.src].notna() & df[r.dst].notna()]
-        rels.append(RelTable(r.type, r.start, r.end, r.table, df, r.src, r.dst, r.properties))
-    counts = {"nodes": {t.label: len(t.frame) for t in nodes}, "relationships": {}}
-    for t in rels:
-        counts["relationships"][t.type] = counts["relationships"].get(t.type, 0) + len(t.frame)
+    rels = [
+        RelTable(r.type, r.start, r.end, r.table, frames[r.table], r.src, r.dst, r.properties)
+        for r in schema.RELATIONSHIPS
+    ]
+    counts: dict[str, dict[str, int]] = {"nodes": {t.label: t.frame.n for t in nodes}, "relationships": {}}
+    for r in rels:
+        counts["relationships"][r.type] = counts["relationships"].get(r.type, 0) + r.count()
     for rel, label in schema.MEMBERSHIP:
         counts["relationships"][rel] = counts["nodes"][label]
-    props = _trace_props(tf, summary, counts)
     return TraceTables(
-        trace_props=props, nodes=nodes, rels=rels, membership=list(schema.MEMBERSHIP), int_columns=schema.int_columns()
+        trace_props=trace_props(ct, props, counts),
+        nodes=nodes,
+        rels=rels,
+        membership=list(schema.MEMBERSHIP),
+        int_columns=schema.int_columns(),
+        bool_columns=bool_columns(),
     )
 
 
-def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
-    """The frames with the denormalized name columns the nodes store."""
-    name_of: dict[Any, Any] = {}
-    for df in (tf.ops, tf.tensors, tf.devices, tf.streams, tf.allocators):
-        name_of.update(zip(df["uid"].tolist(), df["name"].tolist()))
-    device_of = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
-    device_rank = pd.Series(tf.devices["rank"].to_numpy(), index=tf.devices["uid"].to_numpy(dtype=object))
+def bool_columns() -> frozenset[str]:
+    """Every column declared ``bool``: booleans even where kept as floats (a column with nulls)."""
+    return frozenset(c.name for t in schema.TABLES for c in t.columns if c.type in ("bool", "list[bool]"))
 
-    def names(col: pd.Series, via: dict[Any, Any] | None = None) -> pd.Series:
-        # dict lookups (Series.map(dict) builds an index of the dict first)
-        keys = col.tolist() if via is None else list(map(via.get, col.tolist()))
-        return pd.Series(list(map(name_of.get, keys)), index=col.index, dtype=object)
 
-    deps = tf.deps
-    syncs = tf.syncs
-    nxt = tf.observed_next
-    joins = tf.joins if tf.joins is not None else empty(schema.TABLE["joins"].names())
-    if nxt is None:
-        nxt = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
-    return {
-        "op_totals": _op_totals(tf.ops),
-        "devices": tf.devices,
-        "streams": tf.streams.assign(
-            device_name=names(tf.streams["device"]), rank=tf.streams["device"].map(device_rank).to_numpy()
-        ),
-        "allocators": tf.allocators.assign(device_name=names(tf.allocators["device"])),
-        "ops": tf.ops.assign(device_name=names(tf.ops["device"])),
-        "kernels": tf.kernels.assign(
-            op_name=names(tf.kernels["op"]),
-            stream_name=names(tf.kernels["stream"]),
-            device_name=names(tf.kernels["stream"], device_of),
-            rank=tf.kernels["stream"].map(device_of).map(device_rank).to_numpy(),
-        ),
-        "tensors": tf.tensors.assign(producer_name=names(tf.tensors["producer"])),
-        "allocations": tf.allocations.assign(
-            allocator_name=names(tf.allocations["allocator"]),
-            op_name=names(tf.allocations["op"]),
-            tensor_name=names(tf.allocations["tensor"]),
-        ),
-        "timelines": _timelines(tf.allocators),
-        "collectives": tf.collectives if tf.collectives is not None else empty(schema.TABLE["collectives"].names()),
-        "ranks": tf.ranks if tf.ranks is not None else empty(schema.TABLE["ranks"].names()),
+def _complete(frame: Table, t: schema.Table) -> Table:
+    """``frame`` with every column the node table stores (absent: no value)."""
+    for c in ["uid", *t.properties()]:
+        if c not in frame:
+            frame[c] = np.full(frame.n, np.nan)
+    return frame
+
+
+def _names(ct: ColumnarTrace, table: str, positions: np.ndarray) -> Column:
+    """The ``name`` of rows ``positions`` (-1: none) of ``table``."""
+    col = ct[table]["name"]
+    pos = np.asarray(positions, dtype=np.int64)
+    if isinstance(col, Strings):
+        return col.take(pos)
+    names = values(col)
+    return Strings.of([names[p] if p >= 0 else None for p in pos.tolist()])
+
+
+def _frames(ct: ColumnarTrace) -> dict[str, Table]:
+    """The tables with the denormalized columns the nodes store."""
+    ops, kernels, tensors = ct["ops"], ct["kernels"], ct["tensors"]
+    streams, allocators, allocations, devices = ct["streams"], ct["allocators"], ct["allocations"], ct["devices"]
+    stream_device = refs(streams["device"])
+    device_rank = num(devices["rank"]) if "rank" in devices else np.full(devices.n, np.nan)
+    kernel_device = stream_device[refs(kernels["stream"])] if kernels.n else np.zeros(0, np.int64)
+    streams["device_name"] = _names(ct, "devices", stream_device)
+    streams["rank"] = device_rank[stream_device] if streams.n else np.zeros(0)
+    allocators["device_name"] = _names(ct, "devices", refs(allocators["device"]))
+    ops["device_name"] = _names(ct, "devices", refs(ops["device"]))
+    kernels["op_name"] = _names(ct, "ops", refs(kernels["op"]))
+    kernels["stream_name"] = _names(ct, "streams", refs(kernels["stream"]))
+    kernels["device_name"] = _names(ct, "devices", kernel_device)
+    kernels["rank"] = device_rank[kernel_device] if kernels.n else np.zeros(0)
+    tensors["producer_name"] = _names(ct, "ops", refs(tensors["producer"]))
+    allocations["allocator_name"] = _names(ct, "allocators", refs(allocations["allocator"]))
+    allocations["op_name"] = _names(ct, "ops", refs(allocations["op"]))
+    allocations["tensor_name"] = _names(ct, "tensors", refs(allocations["tensor"]))
+    joins = ct.tables.get("joins") or _empty_joins()
+    deps, syncs = ct["deps"], ct["syncs"]
+    dep_kind = values(deps["kind"])
+    sync_kind = values(syncs["kind"])
+    nxt = ct.tables.get("observed_next") or _empty_next()
+    src_label, dst_label = values(nxt["src_label"]), values(nxt["dst_label"])
+    out = {
+        "op_totals": op_totals(ct),
+        "devices": devices,
+        "streams": streams,
+        "allocators": allocators,
+        "ops": ops,
+        "kernels": kernels,
+        "tensors": tensors,
+        "allocations": allocations,
+        "timelines": timelines(allocators),
+        "collectives": ct.tables.get("collectives") or _empty("collectives"),
+        "ranks": ct.tables.get("ranks") or _empty("ranks"),
         # one table per JOINS start label: a relationship table is one frame
-        "op_joins": joins[joins["op"].notna()],
-        "kernel_joins": joins[joins["kernel"].notna()],
-        "consumes": tf.consumes,
-        "data_deps": deps[deps["kind"] == "data"],
-        "control_deps": deps[deps["kind"] == "control"],
-        "host_waits": syncs[syncs["kind"] == "host_wait"],
-        "stream_waits": syncs[syncs["kind"] == "stream_wait"],
-        **{
-            schema.observed_next_table(a, b): nxt[(nxt["src_label"] == a) & (nxt["dst_label"] == b)]
-            for a in ("Op", "Kernel")
-            for b in ("Op", "Kernel")
-        },
+        "op_joins": joins.where(refs(joins["op"]) >= 0),
+        "kernel_joins": joins.where(refs(joins["kernel"]) >= 0),
+        "consumes": ct["consumes"],
+        "data_deps": deps.where(np.asarray([k == "data" for k in dep_kind], dtype=bool)),
+        "control_deps": deps.where(np.asarray([k == "control" for k in dep_kind], dtype=bool)),
+        "host_waits": syncs.where(np.asarray([k == "host_wait" for k in sync_kind], dtype=bool)),
+        "stream_waits": syncs.where(np.asarray([k == "stream_wait" for k in sync_kind], dtype=bool)),
     }
+    for a in ("Op", "Kernel"):
+        for b in ("Op", "Kernel"):
+            sel = np.asarray([x == a and y == b for x, y in zip(src_label, dst_label)], dtype=bool)
+            out[schema.observed_next_table(a, b)] = nxt.where(sel)
+    return out
 
 
-def _op_totals(ops: pd.DataFrame) -> pd.DataFrame:
+def _empty(name: str) -> Table:
+    t = Table(0)
+    for c in schema.TABLE[name].columns:
+        t[c.name] = Texts.of([]) if c.name == "uid" else np.zeros(0)
+    return t
+
+
+def _empty_joins() -> Table:
+    t = Table(0)
+    for c in ("op", "kernel", "collective", "rank"):
+        t[c] = np.zeros(0, dtype=np.int64)
+    t["wait_us"] = np.zeros(0)
+    return t
+
+
+def _empty_next() -> Table:
+    t = Table(0)
+    for c in ("src", "dst", "step"):
+        t[c] = np.zeros(0, dtype=np.int64)
+    t["src_label"] = Strings(np.zeros(0, dtype=np.int32), ())
+    t["dst_label"] = Strings(np.zeros(0, dtype=np.int32), ())
+    return t
+
+
+def op_totals(ct: ColumnarTrace) -> Table:
     """One OpTotals row: per (name, type) of the executed ops, their summed
     weight and number of runs, as parallel lists sorted by (name, type).
 
@@ -111,50 +160,75 @@ def _op_totals(ops: pd.DataFrame) -> pd.DataFrame:
     engine which keeps every trace in a graph of its own can still answer
     them from the small per-trace nodes it keeps side by side.
     """
-    executed = ops[ops["executed"].fillna(True).astype(bool)]
-    grouped = (
-        executed.assign(type=executed["type"].fillna(""))
-        .groupby(["name", "type"], sort=True)["weight_us"]
-        .agg(["sum", "size"])
-        .reset_index()
-    )
-    return pd.DataFrame(
-        {
-            "uid": ["optotals"],
-            "ops": [grouped["name"].astype(str).tolist()],
-            "types": [grouped["type"].astype(str).tolist()],
-            "weights_us": [grouped["sum"].astype(float).tolist()],
-            "runs": [grouped["size"].astype(int).tolist()],
-        }
-    )
+    ops = ct["ops"]
+    ran = executed(ct)
+    names = values(ops["name"])
+    types = values(ops["type"])
+    weight = num(ops["weight_us"]) if "weight_us" in ops else np.zeros(ops.n)
+    totals: dict[tuple[str, str], list[float]] = {}
+    return _totals_table(_group_totals(names, types, weight, ran, totals))
 
 
-def _timelines(allocators: pd.DataFrame) -> pd.DataFrame:
+def _group_totals(
+    names: list[Any], types: list[Any], weight: np.ndarray, ran: np.ndarray, totals: dict[tuple[str, str], list[float]]
+) -> dict[tuple[str, str], list[float]]:
+    """Sums and counts per (name, type) (type: "" where none), grouped by codes."""
+    if not len(names):
+        return totals
+    keys = [(str(n), "" if t is None else str(t)) for n, t in zip(names, types)]
+    index: dict[tuple[str, str], int] = {}
+    code = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
+    sel = np.asarray(ran, dtype=bool)
+    sums = np.bincount(code[sel], weights=np.nan_to_num(weight[sel]), minlength=len(index))
+    runs = np.bincount(code[sel], minlength=len(index))
+    for k, i in index.items():
+        if runs[i]:
+            prev = totals.get(k)
+            totals[k] = [float(sums[i]) + (prev[0] if prev else 0.0), float(runs[i]) + (prev[1] if prev else 0.0)]
+    return totals
+
+
+def _totals_table(totals: dict[tuple[str, str], list[float]]) -> Table:
+    keys = sorted(totals)
+    t = Table(1)
+    t["uid"] = Texts.of(["optotals"])
+    t["ops"] = Lists.of([[k[0] for k in keys]], str)
+    t["types"] = Lists.of([[k[1] for k in keys]], str)
+    t["weights_us"] = Lists.of([[totals[k][0] for k in keys]], float)
+    t["runs"] = Lists.of([[int(totals[k][1]) for k in keys]], int)
+    return t
+
+
+def timelines(allocators: Table) -> Table:
     """One MemoryTimeline row per allocator that has a timeline."""
-    al = allocators[allocators["timeline_us"].notna()] if "timeline_us" in allocators else allocators.iloc[:0]
-    return pd.DataFrame(
-        {
-            "uid": ("timeline:" + al["uid"].astype(str)).tolist(),
-            "allocator": al["uid"].tolist(),
-            "allocator_name": al["name"].tolist(),
-            "points": [len(t) for t in al.get("timeline_us", [])],
-            "t_us": al.get("timeline_us", pd.Series(dtype=object)).tolist(),
-            "live_bytes": al.get("timeline_bytes", pd.Series(dtype=object)).tolist(),
-        },
-        columns=["uid", "allocator", "allocator_name", "points", "t_us", "live_bytes"],
-    )
+    tl = allocators.get("timeline_us")
+    rows = np.flatnonzero(tl.present()) if isinstance(tl, Lists) else np.zeros(0, dtype=np.int64)
+    t = Table(len(rows))
+    t["uid"] = Texts.of(["timeline:" + str(u) for u in values(take(allocators["uid"], rows))])
+    t["allocator"] = rows.astype(np.int64)
+    t["allocator_name"] = take(allocators["name"], rows)
+    if isinstance(tl, Lists):
+        lengths = np.diff(tl.offsets)[rows]
+        t["points"] = lengths.astype(np.int64)
+        t["t_us"] = take(tl, rows)
+        t["live_bytes"] = take(allocators["timeline_bytes"], rows)
+    else:
+        t["points"] = np.zeros(0, dtype=np.int64)
+        t["t_us"] = Lists.of([], float)
+        t["live_bytes"] = Lists.of([], int)
+    return t
 
 
-def _trace_props(tf: TraceFrames, summary: Summary, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
-    props = {k: v for k, v in summary.props.items() if not missing(v)}
-    props["schema_version"] = SCHEMA_VERSION
-    props["ingested_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    props["node_count"] = sum(counts["nodes"].values()) + 1
-    props["relationship_count"] = sum(counts["relationships"].values())
-    props["counts"] = json.dumps(counts)
-    for k, v in tf.meta.items():
+def trace_props(ct: ColumnarTrace, props: dict[str, Any], counts: dict[str, dict[str, int]]) -> dict[str, Any]:
+    out = {k: v for k, v in props.items() if not missing(v)}
+    out["schema_version"] = SCHEMA_VERSION
+    out["ingested_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    out["node_count"] = sum(counts["nodes"].values()) + 1
+    out["relationship_count"] = sum(counts["relationships"].values())
+    out["counts"] = json.dumps(counts)
+    for k, v in ct.meta.items():
         if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
             v = int(v)  # FalkorDB answers floats with 15 significant digits: whole numbers stay exact as ints
         if isinstance(v, (str, int, float, bool)):
-            props[f"meta_{k}"] = v
-    return props
+            out[f"meta_{k}"] = v
+    return out

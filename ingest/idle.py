@@ -31,14 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
-from tracegraph.ingest.formats.kit import Role
-from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.intervals import inside, pieces, union_intervals
 
 Segments = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
-_NONE: Segments = (np.zeros(0), np.zeros(0))
+NONE_SEGMENTS: Segments = (np.zeros(0), np.zeros(0))
 
 
 @dataclass(frozen=True)
@@ -93,80 +90,7 @@ def breakdown(
     )
 
 
-def stream_lanes(tf: TraceFrames, waits: dict[str, float]) -> dict[str, Lane]:
-    """Per stream uid (lanes named ``device/stream``); ``waits`` is each
-    joined NCCL kernel's wait for its collective's last rank."""
-    label = tf.stream_labels()
-    k = tf.kernels
-    start = pd.to_numeric(k["start_us"], errors="coerce").to_numpy(float)
-    end = pd.to_numeric(k["end_us"], errors="coerce").to_numpy(float)
-    op_start = dict(zip(tf.ops["uid"].tolist(), pd.to_numeric(tf.ops["start_us"], errors="coerce").tolist()))
-    launch_at = np.array([op_start.get(u, np.nan) if isinstance(u, str) else np.nan for u in k["launch"].tolist()])
-    uids = k["uid"].tolist()
-    end_of = dict(zip(uids, end.tolist()))
-    held: dict[str, float] = {}
-    sw = tf.syncs[tf.syncs["kind"] == "stream_wait"]
-    for src, dst in zip(sw["src"].tolist(), sw["dst"].tolist()):
-        held[dst] = max(held.get(dst, -np.inf), end_of.get(src, -np.inf))
-    out: dict[str, Lane] = {}
-    for key, idx in k.groupby("stream").indices.items():
-        stream = str(key)
-        idx = idx[~(np.isnan(start[idx]) | np.isnan(end[idx]))]
-        if len(idx) == 0:
-            continue
-        idx = idx[np.lexsort((end[idx], start[idx]))]
-        s, e = start[idx], np.maximum(end[idx], start[idx])
-        busy_until = np.concatenate([[-np.inf], np.maximum.accumulate(e)[:-1]])
-        gap_from = np.maximum(busy_until, s[0])
-        wait = np.array([min(waits.get(uids[i], 0.0), e[j] - s[j]) for j, i in enumerate(idx)])
-        sync_to = np.array([held.get(uids[i], -np.inf) for i in idx])
-        host_to = launch_at[idx]
-        out[stream] = breakdown(
-            label.get(stream, stream),
-            "stream",
-            union_intervals(s, e),
-            union_intervals(s[wait > 0], (s + wait)[wait > 0]),
-            _gaps(gap_from, np.minimum(sync_to, s)),
-            _gaps(gap_from, np.minimum(np.nan_to_num(host_to, nan=-np.inf), s)),
-        )
-    return out
-
-
-def thread_lanes(
-    tf: TraceFrames, rows: npt.NDArray[np.intp], lane: list[str], waits: dict[str, float]
-) -> dict[str, Lane]:
-    """Per host thread (``lane``, one per op: its thread, else its device)
-    of the ops at positions ``rows``; ``waits`` is each joined host call's
-    wait for its collective's last rank."""
-    ops = tf.ops.iloc[rows]
-    start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
-    end = pd.to_numeric(ops["end_us"], errors="coerce").to_numpy(float)
-    role = ops["role"].fillna(Role.OP.value).to_numpy()
-    ok = ~(np.isnan(start) | np.isnan(end)) & (role != Role.ANNOTATION.value)
-    ok &= ops["executed"].fillna(True).astype(bool).to_numpy()
-    wait = np.array([waits.get(u, 0.0) for u in ops["uid"].tolist()])
-    out: dict[str, Lane] = {}
-    names = pd.Series([lane[r] for r in rows])
-    for key, idx in names.groupby(names).indices.items():
-        thread = str(key)
-        idx = idx[ok[idx]]
-        if len(idx) == 0:
-            continue
-        s, e = start[idx], np.maximum(end[idx], start[idx])
-        w, blocking = wait[idx], role[idx] == Role.SYNC.value
-        out[thread] = breakdown(
-            thread,
-            "thread",
-            union_intervals(s, e),
-            union_intervals(s[w > 0], (s + w)[w > 0]),
-            union_intervals(s[blocking], e[blocking]),
-            _NONE,
-            union_intervals(s[w > 0], np.minimum(s + w, e)[w > 0]),
-        )
-    return out
-
-
-def _gaps(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> Segments:
+def gaps(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> Segments:
     """The union of the spans ``[a, b)`` that are not empty."""
     keep = b > a
     return union_intervals(a[keep], b[keep])

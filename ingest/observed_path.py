@@ -76,479 +76,366 @@ segments sum to the path's span.
 
 from __future__ import annotations
 
-import itertools
-from array import array
-from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
-from tracegraph import schema
-from tracegraph.ingest.formats.kit import Role
-from tracegraph.ingest.frames import TraceFrames
+from tracegraph.columns import Lists, Strings, Table, labelled, values
+from tracegraph.ingest import hb
+from tracegraph.ingest.collectives import Joined
+from tracegraph.ingest.columnar import ColumnarTrace, codes_of, executed, num, refs
 from tracegraph.ingest.intervals import inside, union_intervals
 
-# A stream gap longer than this is not scheduling overhead (HTA's threshold).
-KERNEL_GAP_LIMIT_US = 1500.0
-_KERNEL_KIND = {"compute": "kernel", "memcpy": "memcpy", "memset": "memcpy", "communication": "communication"}
-_EPS = 1e-9
-PATH_COLUMNS = [c.name for c in schema.PATH]
-# One segment of the path: (element, kind, start, elapsed, counted).
-Segment = tuple[int, str, float, float, bool]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+_ROLE = {"op": hb.R_OP, "annotation": hb.R_ANNOTATION, "runtime": hb.R_RUNTIME, "sync": hb.R_SYNC}
+_KERNEL_KIND = {"compute": hb.K_KERNEL, "memcpy": hb.K_MEMCPY, "memset": hb.K_MEMCPY, "communication": hb.K_COMM}
 
 
-class _Edges:
-    """The graph's edges: (source node, target node, weight, kind, element)
-    in the order added. One tuple append per edge (there are several per
-    op), moved into typed columns by :meth:`flush` every so often: a tuple
-    and its numbers take ~190 bytes, a row of the columns ~40, and a job's
-    1.5M edges as tuples were its ingest's peak."""
+@dataclass
+class Inputs:
+    """What :func:`hb.build` reads of a trace, and the resources' names."""
 
-    def __init__(self) -> None:
-        self.items: list[tuple[int, int, float, str, int]] = []
-        self.add = self.items.append
-        self._src, self._dst, self._attr = array("q"), array("q"), array("q")
-        self._weight = array("d")
-        self._kind: list[str] = []
-
-    def flush(self) -> None:
-        """Move the tuples added so far into the columns."""
-        if self.items:
-            src, dst, weight, kind, attr = zip(*self.items)
-            self._src.extend(src)
-            self._dst.extend(dst)
-            self._weight.extend(weight)
-            self._kind.extend(kind)
-            self._attr.extend(attr)
-            self.items.clear()  # (the same list: ``add`` stays bound to it)
-
-    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
-        """Sources, targets, weights, kinds and elements."""
-        self.flush()
-        as_array = np.frombuffer
-        return (
-            as_array(self._src, dtype=np.int64),
-            as_array(self._dst, dtype=np.int64),
-            as_array(self._weight, dtype=np.float64),
-            self._kind,
-            as_array(self._attr, dtype=np.int64),
-        )
+    op_start: F64
+    op_end: F64
+    op_keep: B
+    op_role: I64
+    op_parent: I64
+    op_seq: F64
+    op_resource: I64
+    op_threaded: B
+    resource_names: list[str]
+    k_start: F64
+    k_end: F64
+    k_kind: I64
+    k_stream: I64
+    k_launch: I64
+    k_labels: list[str]  # per stream: ``device name/stream name``
+    sync_src: I64
+    sync_dst: I64
+    sync_kind: I64
+    dep_src: I64
+    dep_dst: I64
 
 
-# How many ops or kernels between two flushes of the edge tuples.
-_FLUSH_EVERY = 1 << 15
+def _codes(column: object, mapping: dict[str, int], default: int) -> I64:
+    s = column if isinstance(column, Strings) else Strings.of(values(column))  # type: ignore[arg-type]
+    table = np.asarray([mapping.get(v, default) for v in s.values] + [default], dtype=np.int64)
+    c = np.asarray(s.codes, dtype=np.int64)
+    return table[np.where(c < 0, len(s.values), c)]
 
 
-def observed_path(tf: TraceFrames) -> dict[str, float | None]:
-    """Compute the path, store its segments on ``tf.ops``/``tf.kernels``
-    (``ocp_*`` columns) and the element order in ``tf.observed_next``;
-    return the Trace properties."""
-    ops, kernels = tf.ops, tf.kernels
-    for df in (ops, kernels):
-        for c in PATH_COLUMNS:
-            df[c] = None
-    tf.observed_next = pd.DataFrame(columns=["src", "dst", "step", "src_label", "dst_label"])
+def inputs(ct: ColumnarTrace) -> Inputs:
+    ops, k, st, dev = ct["ops"], ct["kernels"], ct["streams"], ct["devices"]
+    start, end = num(ops["start_us"]), num(ops["end_us"])
+    role = _codes(ops["role"], _ROLE, hb.R_OP)
+    keep = executed(ct) & ~np.isnan(start) & ~np.isnan(end) & (end > start) & (role != hb.R_ANNOTATION)
+    # resources: the op's thread, else its device's name ("host" without one)
+    thread = ops["thread"] if isinstance(ops["thread"], Strings) else Strings.of(values(ops["thread"]))
+    dev_names = values(dev["name"])
+    device = refs(ops["device"])
+    t_codes = np.asarray(thread.codes, dtype=np.int64)
+    key = np.where(t_codes >= 0, t_codes, len(thread.values) + np.where(device >= 0, device, len(dev_names)))
+    uniq, inverse = np.unique(key, return_inverse=True)
+    names_by_key = [
+        thread.values[u]
+        if u < len(thread.values)
+        else (dev_names[u - len(thread.values)] if u - len(thread.values) < len(dev_names) else "host")
+        for u in uniq.tolist()
+    ]
+    index: dict[str, int] = {}
+    remap = np.asarray([index.setdefault(str(nm), len(index)) for nm in names_by_key] or [0], dtype=np.int64)
+    resource = remap[inverse.reshape(-1)] if len(key) else np.zeros(0, dtype=np.int64)
+    seq = num(ops["seq"]) if "seq" in ops else np.full(ops.n, np.nan)
+    launch = refs(k["launch"]) if k.n else np.zeros(0, np.int64)
+    k_op = refs(k["op"]) if k.n else np.zeros(0, np.int64)
+    labels = [f"{dev_names[d] if d >= 0 else ''}/{s}" for d, s in zip(refs(st["device"]).tolist(), values(st["name"]))]
+    sy = ct["syncs"]
+    return Inputs(
+        op_start=start,
+        op_end=end,
+        op_keep=keep,
+        op_role=role,
+        op_parent=refs(ops["parent"]) if "parent" in ops else np.full(ops.n, -1, dtype=np.int64),
+        op_seq=seq,
+        op_resource=resource,
+        op_threaded=t_codes >= 0,
+        resource_names=list(index),
+        k_start=num(k["start_us"]),
+        k_end=num(k["end_us"]),
+        k_kind=_codes(k["kind"], _KERNEL_KIND, hb.K_KERNEL) if k.n else np.zeros(0, np.int64),
+        k_stream=refs(k["stream"]) if k.n else np.zeros(0, np.int64),
+        k_launch=np.where(launch >= 0, launch, k_op),
+        k_labels=labels,
+        sync_src=refs(sy["src"]),
+        sync_dst=refs(sy["dst"]),
+        sync_kind=codes_of(sy["kind"], "stream_wait").astype(np.int64),
+        dep_src=refs(ct["deps"]["src"]),
+        dep_dst=refs(ct["deps"]["dst"]),
+    )
+
+
+def graph(
+    x: Inputs, waiting_elem: I64 | None = None, waiting_at: F64 | None = None, late: I64 | None = None
+) -> hb.Graph:
+    return hb.build(
+        x.op_start,
+        x.op_end,
+        x.op_keep,
+        x.op_role,
+        x.op_parent,
+        x.op_seq,
+        x.op_resource,
+        x.op_threaded,
+        x.k_start,
+        x.k_end,
+        x.k_kind,
+        x.k_stream,
+        x.k_launch,
+        x.sync_src,
+        x.sync_dst,
+        x.sync_kind,
+        x.dep_src,
+        x.dep_dst,
+        waiting_elem,
+        waiting_at,
+        late,
+    )
+
+
+def elements(x: Inputs) -> tuple[I64, I64]:
+    """Each op's and kernel's element on the graph (-1: not on it)."""
+    op_rows = np.flatnonzero(x.op_keep)
+    k_rows = np.flatnonzero(~np.isnan(x.k_start) & ~np.isnan(x.k_end))
+    op_e = np.full(len(x.op_start), -1, dtype=np.int64)
+    op_e[op_rows] = np.arange(len(op_rows))
+    k_e = np.full(len(x.k_start), -1, dtype=np.int64)
+    k_e[k_rows] = len(op_rows) + np.arange(len(k_rows))
+    return op_e, k_e
+
+
+def node_times(x: Inputs) -> tuple[F64, F64]:
+    """Per element: its start node's and end node's time."""
+    op_rows = np.flatnonzero(x.op_keep)
+    k_rows = np.flatnonzero(~np.isnan(x.k_start) & ~np.isnan(x.k_end))
+    s = np.concatenate([x.op_start[op_rows], x.k_start[k_rows]])
+    e = np.concatenate([x.op_end[op_rows], x.k_end[k_rows]])
+    return s, np.maximum(e, s)
+
+
+@dataclass
+class Segments:
+    """The path's segments in step order: element, kind code, start, elapsed, counted."""
+
+    elem: I64
+    kind: I64
+    start: F64
+    dur: F64
+    counted: B
+
+
+def segments(g: hb.Graph, edges: I64) -> Segments:
+    s, d = g.src[edges], g.dst[edges]
+    elapsed = np.maximum(g.t[d] - g.t[s], 0.0)
+    keep = elapsed > 0.0
+    e = edges[keep]
+    return Segments(g.elem[e], g.kind[e], g.t[s[keep]], elapsed[keep], g.w[e] > 0.0)
+
+
+# --- a trace held whole -------------------------------------------------------------------------
+
+
+def whole(
+    ct: ColumnarTrace, joined: Joined | None, op_rank: I64 | None = None, k_rank: I64 | None = None
+) -> dict[str, float | None]:
+    """The path of ``ct`` held whole (every rank's elements on one graph,
+    collectives' edges included); stores the segments (:func:`store`)."""
     empty: dict[str, float | None] = {
         "observed_path_us": None,
         "observed_path_span_us": None,
         "observed_path_segments": None,
     }
-    if tf.time_unit not in ("us", "step") or (ops.empty and kernels.empty):
+    clear(ct)
+    ops, k = ct["ops"], ct["kernels"]
+    if ct.time_unit not in ("us", "step") or (ops.n == 0 and k.n == 0):
         return empty
-    g = _Graph(tf)
-    if g.n_nodes == 0:
-        return empty
-    rows = g.longest()
-    if not rows:
-        return empty
-    _store(tf, g, rows)
-    length = float(sum(r[3] for r in rows if r[4]))
-    span = float(sum(r[3] for r in rows))
-    return {"observed_path_us": length, "observed_path_span_us": span, "observed_path_segments": len(rows)}
-
-
-class _Graph:
-    """The happens-before DAG of one trace. Elements 0..n_ops-1 are the path
-    ops (positions ``self.op_rows`` in tf.ops), n_ops.. the kernels; element
-    e has start node 2e and end node 2e + 1."""
-
-    def __init__(self, tf: TraceFrames) -> None:
-        ops, kernels = tf.ops, tf.kernels
-        start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)
-        end = pd.to_numeric(ops["end_us"], errors="coerce").to_numpy(float)
-        executed = ops["executed"].fillna(True).astype(bool).to_numpy()
-        roles = ops["role"].fillna(Role.OP.value).tolist()
-        keep = executed & ~np.isnan(start) & ~np.isnan(end) & (end > start)
-        annotation = Role.ANNOTATION.value
-        keep &= np.array([r != annotation for r in roles], dtype=bool)
-        self.op_rows = np.flatnonzero(keep)
-        kstart = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
-        kend = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
-        kkeep = ~np.isnan(kstart) & ~np.isnan(kend)
-        self.kernel_rows = np.flatnonzero(kkeep)
-        n_ops, n_k = len(self.op_rows), len(self.kernel_rows)
-        self.n_ops = n_ops
-        self.n_nodes = 2 * (n_ops + n_k)
-        self.t = np.empty(self.n_nodes)
-        self.t[0 : 2 * n_ops : 2] = start[self.op_rows]
-        self.t[1 : 2 * n_ops : 2] = np.maximum(end[self.op_rows], start[self.op_rows])
-        self.t[2 * n_ops :: 2] = kstart[self.kernel_rows]
-        self.t[2 * n_ops + 1 :: 2] = np.maximum(kend[self.kernel_rows], kstart[self.kernel_rows])
-        self.e = _Edges()
-        uids = ops["uid"].tolist()
-        self.op_element = {uids[r]: i for i, r in enumerate(self.op_rows)}
-        kuids = kernels["uid"].tolist()
-        self.kernel_element = {kuids[r]: n_ops + i for i, r in enumerate(self.kernel_rows)}
-        # The segment kind of each path op: its role, ``op`` shown as ``cpu_op``.
-        device_calls = (Role.RUNTIME.value, Role.SYNC.value)
-        self.role: list[str] = ["cpu_op" if roles[r] not in device_calls else roles[r] for r in self.op_rows.tolist()]
-        threads = ops["thread"].tolist()
-        devices = ops["device"].tolist()
-        device_names = _device_names(tf)
-        self.resource = [
-            threads[r] if isinstance(threads[r], str) else _device_name(device_names, devices[r]) for r in self.op_rows
-        ]
-        self.kernel_resource = _kernel_resources(tf, self.kernel_rows)
-        self.kernel_kind = [_KERNEL_KIND.get(k, "kernel") for k in kernels["kind"].iloc[self.kernel_rows]]
-        # Collectives joined across ranks (see _collective_edges).
-        self._join_collectives(tf)
-        self._host_edges(tf, uids, threads)
-        self._dep_edges(tf)
-        self._kernel_edges(tf)
-        self._collective_edges()
-
-    # --- host side ---
-
-    def _host_edges(self, tf: TraceFrames, uids: list[str], threads: list[Any]) -> None:
-        parents = tf.ops["parent"].tolist()
-        index = {u: i for i, u in enumerate(uids)}
-        op_rows = self.op_rows.tolist()  # plain ints and floats below: numpy scalars are slow one at a time
-        keep = set(op_rows)
-        # nearest ancestor that is a path op
-        path_parent: list[int] = []
-        for r in op_rows:
-            p = parents[r]
-            while isinstance(p, str) and index[p] not in keep:
-                p = parents[index[p]]
-            path_parent.append(self.op_element[p] if isinstance(p, str) else -1)
-        children: dict[int, list[tuple[float, float, int]]] = {}
-        top: dict[str, list[tuple[tuple[float, float, int], bool]]] = {}
-        seq = pd.to_numeric(tf.ops["seq"], errors="coerce").fillna(np.inf).to_numpy(float).tolist()
-        t = self.t.tolist()
-        for e, r in enumerate(op_rows):
-            key = (t[2 * e], seq[r], e)
-            if path_parent[e] >= 0:
-                children.setdefault(path_parent[e], []).append(key)
-            else:
-                top.setdefault(self.resource[e], []).append((key, isinstance(threads[r], str)))
-        add, waiting = self.e.add, self.waiting
-        for e, kind in enumerate(self.role):
-            if not e % _FLUSH_EVERY:
-                self.e.flush()
-            prev = 2 * e
-            for _, _, c in sorted(children.get(e, ())):
-                add((prev, 2 * c, max(0.0, t[2 * c] - t[prev]), kind, e))
-                prev = 2 * c + 1
-            join = waiting.get(e)
-            if join is not None and t[prev] <= t[join]:
-                # a call waiting for the last rank: waiting until it arrives, then the collective's own time
-                add((prev, join, 0.0, kind, e))
-                add((join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), "communication", e))
-            else:
-                last = 0.0 if kind == "sync" else max(0.0, t[2 * e + 1] - t[prev])
-                add((prev, 2 * e + 1, last, kind, e))
-        for items in top.values():
-            items.sort()
-            threaded = items[0][1]
-            elems = [k[2] for k, _ in items]
-            if threaded:
-                for a, b in itertools.pairwise(elems):
-                    # the last rank's time before its collective call held every other rank up
-                    late = max(0.0, t[2 * b] - t[2 * a + 1]) if b in self.late else 0.0
-                    self.e.add((2 * a + 1, 2 * b, late, "idle", b))
-                self.e.flush()
-            else:
-                ends = np.array([t[2 * a + 1] for a in elems])
-                order = np.argsort(ends, kind="stable")
-                sorted_ends = ends[order]
-                starts = np.array([t[2 * b] for b in elems])
-                # the op with the latest end at or before each op's start
-                before = np.searchsorted(sorted_ends, starts, side="right") - 1
-                for b, i in zip(elems, before.tolist()):
-                    if i >= 0:
-                        self.e.add((2 * elems[order[i]] + 1, 2 * b, 0.0, "idle", b))
-
-    def _dep_edges(self, tf: TraceFrames) -> None:
-        for s, d in zip(tf.deps["src"].tolist(), tf.deps["dst"].tolist()):
-            a, b = self.op_element.get(s), self.op_element.get(d)
-            if a is not None and b is not None and a != b:
-                self.e.add((2 * a + 1, 2 * b, 0.0, "idle", b))
-
-    # --- device side ---
-
-    def _kernel_edges(self, tf: TraceFrames) -> None:
-        k = tf.kernels.iloc[self.kernel_rows]
-        n_ops, t = self.n_ops, self.t.tolist()
-        launch = [lu if isinstance(lu, str) else ou for lu, ou in zip(k["launch"].tolist(), k["op"].tolist())]
-        waits: dict[int, list[int]] = {}
-        for s, d, kind in zip(tf.syncs["src"], tf.syncs["dst"], tf.syncs["kind"]):
-            a = self.kernel_element.get(s)
-            if a is None:
-                continue
-            if kind == "host_wait":
-                b = self.op_element.get(d)
-                if b is not None:
-                    self.e.add((2 * a + 1, 2 * b + 1, 0.0, "sync", b))
-            else:
-                b = self.kernel_element.get(d)
-                if b is not None and b != a:
-                    waits.setdefault(b, []).append(a)
-                    self.e.add((2 * a + 1, 2 * b, 0.0, "sync", b))
-        streams = k["stream"].tolist()
-        order = sorted(range(len(k)), key=lambda i: (streams[i], t[2 * (n_ops + i)], t[2 * (n_ops + i) + 1], i))
-        last: dict[str, int] = {}
-        for n, i in enumerate(order):
-            if not n % _FLUSH_EVERY:
-                self.e.flush()
-            e = n_ops + i
-            join = self.waiting.get(e)
-            if join is not None:  # an NCCL kernel waiting for the last rank, then transferring
-                self.e.add((2 * e, join, 0.0, self.kernel_kind[i], e))
-                self.e.add((join, 2 * e + 1, max(0.0, t[2 * e + 1] - t[join]), self.kernel_kind[i], e))
-            else:
-                self.e.add((2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), self.kernel_kind[i], e))
-            prev = last.get(streams[i])
-            sync_ends = [t[2 * w + 1] for w in waits.get(e, ())]
-            op = self.op_element.get(launch[i])
-            counted_launch = False
-            if op is not None:
-                ls = t[2 * op]
-                counted_launch = (prev is None or t[2 * prev + 1] < ls) and all(se < ls for se in sync_ends)
-                if counted_launch:
-                    self.e.add((2 * op, 2 * e, max(0.0, t[2 * e] - ls), "runtime", op))
-                else:
-                    self.e.add((2 * op, 2 * e, 0.0, "idle", e))
-            if prev is not None:
-                gap = t[2 * e] - t[2 * prev + 1]
-                counted_gap = (
-                    not counted_launch and gap < KERNEL_GAP_LIMIT_US and all(se < t[2 * prev + 1] for se in sync_ends)
-                )
-                self.e.add((2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, "idle", e))
-            last[streams[i]] = e
-
-    # --- across ranks ---
-
-    def _join_collectives(self, tf: TraceFrames) -> None:
-        """Read the collectives joined across ranks (``tf.joins``): per
-        collective, the last arrival's element and its other members'
-        elements; which calls wait for the last arrival (each gets a join
-        node at that arrival, see _collective_edges) and which host calls
-        came last (the idle time before them counts)."""
-        self.collectives: list[tuple[int, list[int]]] = []
-        self.waiting: dict[int, int] = {}  # waiting call -> its join node (at the last arrival)
-        self.late: set[int] = set()
-        joins = tf.joins
-        if joins is None or joins.empty:
-            return
-        members: dict[str, list[tuple[float, int, int]]] = {}
-        for op, kernel, coll, rank, wait in zip(
-            joins["op"], joins["kernel"], joins["collective"], joins["rank"], joins["wait_us"]
-        ):
-            e = self.kernel_element.get(kernel) if isinstance(kernel, str) else self.op_element.get(op)
-            if e is not None:
-                members.setdefault(str(coll), []).append((float(wait), int(rank), e))
-        t = self.t
-        joins_at: list[float] = []
-        for found in members.values():
+    x = inputs(ct)
+    op_e, k_e = elements(x)
+    n_ops = int((op_e >= 0).sum())
+    t_s, t_e = node_times(x)
+    # collectives: the last arrival's element and its other members on the graph
+    colls: list[tuple[int, list[int]]] = []
+    waiting: dict[int, int] = {}
+    waiting_at: list[float] = []
+    late: list[int] = []
+    if joined is not None:
+        for c in joined.collectives:
+            found = []
+            for m in c.members:
+                e = int(op_e[m.call.row] if m.call.table == "ops" else k_e[m.call.row])
+                if e >= 0:
+                    found.append((m.wait, m.rank, e))
             found.sort()
-            # The last arrival waited for nobody (the lowest rank on a tie); a
-            # collective whose last call is not on the graph is left out.
             if len(found) < 2 or found[0][0] != 0.0:
                 continue
             last = found[0][2]
-            arrival = t[2 * last]
+            arrival = t_s[last]
             others = [e for _, _, e in found[1:]]
-            self.collectives.append((last, others))
+            colls.append((last, others))
             for e in others:
-                if t[2 * e] < arrival < t[2 * e + 1]:
-                    self.waiting[e] = self.n_nodes + len(joins_at)
-                    joins_at.append(arrival)
-            if last < self.n_ops and arrival > max(t[2 * e] for e in others):
-                self.late.add(last)
-        if joins_at:
-            self.t = np.concatenate([self.t, np.asarray(joins_at)])
-            self.n_nodes += len(joins_at)
-
-    def _collective_edges(self) -> None:
-        """A collective completes on no rank before its last rank arrives.
-        A call still running at that arrival (an NCCL kernel, a blocking
-        call) completes at its end: the last call's start -> its join node
-        (weight 0), from which its body goes on to its end (the time after
-        the arrival counts). A host call that returned before the arrival
-        (torch.distributed's calls return once the work is queued; the
-        thread waits later, outside any op), on a thread idle at the
-        arrival, is followed by the first op the thread starts after it:
-        the last call's start -> that op's start, weight = the time from the
-        arrival. A thread busy at the arrival was not waiting: no edge."""
-        if not self.collectives:
-            return
-        t = self.t
-        after = self._thread_starts()
-        busy = {res: union_intervals(t[2 * elems], t[2 * elems + 1]) for res, (_, elems) in after.items()}
-        for last, others in self.collectives:
-            arrival = t[2 * last]
-            for e in others:
-                join = self.waiting.get(e)
-                if join is not None:
-                    self.e.add((2 * last, join, 0.0, "communication", e))
-                elif e < self.n_ops and t[2 * e + 1] <= arrival:
-                    starts, elems = after[self.resource[e]]
-                    if inside(*busy[self.resource[e]], np.array([arrival]))[0]:
-                        continue
-                    i = int(np.searchsorted(starts, arrival, side="left"))
-                    if i < len(elems):
-                        b = int(elems[i])
-                        self.e.add((2 * last, 2 * b, max(0.0, t[2 * b] - arrival), "communication", e))
-
-    def _thread_starts(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per thread (resource), its path ops' starts ascending and their elements."""
-        by: dict[str, list[int]] = {}
-        for e in range(self.n_ops):
-            by.setdefault(self.resource[e], []).append(e)
-        out = {}
-        for res, elems in by.items():
-            arr = np.asarray(elems, dtype=np.int64)
-            starts = self.t[2 * arr]
-            order = np.argsort(starts, kind="stable")
-            out[res] = (starts[order], arr[order])
-        return out
-
-    # --- the pass ---
-
-    def longest(self) -> list[Segment]:
-        """Segments of the heaviest path: (element, kind, start, elapsed, counted)."""
-        src, dst, weight, kinds, attrs = self.e.columns()
-        kind_codes, kind_names = pd.factorize(pd.Series(kinds, dtype=object))
-        self.e = _Edges()  # (the arrays above hold the columns' buffers)
-        return self._heaviest(src, dst, weight, kind_codes, np.asarray(kind_names, dtype=object), attrs)
-
-    def _heaviest(
-        self,
-        src: np.ndarray,
-        dst: np.ndarray,
-        w: np.ndarray,
-        kind_codes: np.ndarray,
-        kind_names: np.ndarray,
-        attrs: np.ndarray,
-    ) -> list[Segment]:
-        """:meth:`longest` over the edges as arrays (edge i: ``src[i]`` ->
-        ``dst[i]``, weight ``w[i]``, kind ``kind_names[kind_codes[i]]``,
-        element ``attrs[i]``)."""
-        n = self.n_nodes
-        order = np.lexsort((dst, src))
-        src_s, dst_s, eid_s = src[order], dst[order], order
-        first = np.searchsorted(src_s, np.arange(n + 1))
-        indeg = np.bincount(dst, minlength=n)
-        t = self.t
-        ready = deque(sorted(np.flatnonzero(indeg == 0).tolist(), key=lambda v: (t[v], v)))
-        best = [0.0] * n
-        pred = [-1] * n
-        indeg = indeg.tolist()
-        dst_l, eid_l, w_l, first_l = dst_s.tolist(), eid_s.tolist(), w.tolist(), first.tolist()
-        done = 0
-        while ready:
-            u = ready.popleft()
-            done += 1
-            bu = best[u]
-            for j in range(first_l[u], first_l[u + 1]):
-                v = dst_l[j]
-                eid = eid_l[j]
-                cand = bu + w_l[eid]
-                if cand > best[v] + _EPS:
-                    best[v] = cand
-                    pred[v] = eid
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    ready.append(v)
-        if done < n:
-            # A cycle can only come from clock skew between host and device
-            # records: drop the edges that run backwards in time and retry.
-            back = t[dst] < t[src] - _EPS
-            if not back.any():
-                raise ValueError("the happens-before graph has a cycle")
-            keep = ~back
-            return self._heaviest(src[keep], dst[keep], w[keep], kind_codes[keep], kind_names, attrs[keep])
-        best_arr = np.asarray(best)
-        top = best_arr.max()
-        cands = np.flatnonzero(best_arr >= top - _EPS)
-        end = int(min(cands.tolist(), key=lambda v: (t[v], v)))
-        path_edges: list[int] = []
-        while pred[end] >= 0:
-            path_edges.append(pred[end])
-            end = int(src[pred[end]])
-        rows: list[Segment] = []
-        for eid in reversed(path_edges):
-            s, d = int(src[eid]), int(dst[eid])
-            elapsed = max(0.0, float(t[d] - t[s]))
-            if elapsed <= 0.0:
-                continue
-            rows.append((int(attrs[eid]), str(kind_names[kind_codes[eid]]), float(t[s]), elapsed, w_l[eid] > 0.0))
-        return rows
+                if t_s[e] < arrival < t_e[e]:
+                    waiting[e] = len(waiting_at)
+                    waiting_at.append(arrival)
+            if last < n_ops and arrival > max(t_s[e] for e in others):
+                late.append(last)
+    w_elem = np.asarray(list(waiting), dtype=np.int64)
+    g = graph(x, w_elem, np.asarray(waiting_at, dtype=np.float64), np.asarray(late, dtype=np.int64))
+    if g.n_nodes == 0:
+        return empty
+    if colls:
+        g = _collective_edges(g, x, n_ops, colls)
+    best, pred, _ = hb.forward(g)
+    if not len(best):
+        return empty
+    end = hb.path_end(g, best)
+    path, _ = hb.walk_back(pred, g.src, end)
+    seg = segments(g, np.asarray(path, dtype=np.int64))
+    if not len(seg.elem):
+        return empty
+    labels = _labels(x, g)
+    store(ct, g, seg, labels)
+    nxt = observed_next(g, seg)
+    ct.tables["observed_next"] = nxt
+    return {
+        "observed_path_us": float(seg.dur[seg.counted].sum()),
+        "observed_path_span_us": float(seg.dur.sum()),
+        "observed_path_segments": len(seg.elem),
+    }
 
 
-def _device_names(tf: TraceFrames) -> dict[str, str]:
-    return dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
+def _collective_edges(g: hb.Graph, x: Inputs, n_ops: int, colls: list[tuple[int, list[int]]]) -> hb.Graph:
+    """The edges of collectives (see the definition), after all others."""
+    t = g.t
+    join_of = g.join_of
+    res = x.op_resource[g.op_rows]
+    # per resource: its path ops' starts ascending, and the union of their intervals
+    by_res: dict[int, tuple[F64, I64, tuple[F64, F64]]] = {}
+    order = np.lexsort((np.arange(n_ops), res))
+    bounds = np.flatnonzero(np.r_[True, res[order][1:] != res[order][:-1]]) if n_ops else np.zeros(0, np.int64)
+    for a, b in zip(bounds.tolist(), np.r_[bounds[1:], n_ops].tolist()):
+        elems = order[a:b]
+        starts = t[2 * elems]
+        o = np.argsort(starts, kind="stable")
+        by_res[int(res[elems[0]])] = (starts[o], elems[o], union_intervals(t[2 * elems], t[2 * elems + 1]))
+    src: list[int] = []
+    dst: list[int] = []
+    w: list[float] = []
+    elem: list[int] = []
+    for last, others in colls:
+        arrival = t[2 * last]
+        for e in others:
+            j = int(join_of[e])
+            if j >= 0:
+                src.append(2 * last)
+                dst.append(j)
+                w.append(0.0)
+                elem.append(e)
+            elif e < n_ops and t[2 * e + 1] <= arrival:
+                starts, elems, busy = by_res[int(res[e])]
+                if inside(busy[0], busy[1], np.array([arrival]))[0]:
+                    continue
+                i = int(np.searchsorted(starts, arrival, side="left"))
+                if i < len(elems):
+                    b = int(elems[i])
+                    src.append(2 * last)
+                    dst.append(2 * b)
+                    w.append(max(0.0, float(t[2 * b] - arrival)))
+                    elem.append(e)
+    n = len(src)
+    return hb.add_edges(
+        g,
+        np.asarray(src, dtype=np.int64),
+        np.asarray(dst, dtype=np.int64),
+        np.asarray(w, dtype=np.float64),
+        np.full(n, hb.K_COMM, dtype=np.int64),
+        np.asarray(elem, dtype=np.int64),
+    )
 
 
-def _device_name(names: dict[str, str], device: object) -> str:
-    if not isinstance(device, str):
-        return "host"
-    return names.get(device, device)
+def _labels(x: Inputs, g: hb.Graph) -> list[str]:
+    """Each element's resource: its op's thread or device, its kernel's stream label."""
+    names = x.resource_names
+    ops = [names[r] for r in x.op_resource[g.op_rows].tolist()]
+    ks = [x.k_labels[s] for s in x.k_stream[g.kernel_rows].tolist()]
+    return ops + ks
 
 
-def _kernel_resources(tf: TraceFrames, rows: np.ndarray) -> list[str]:
-    """``device name/stream name`` of each kernel (row positions in tf.kernels).
-
-    Plain dicts, not pandas lookups: this runs once per kernel."""
-    label = tf.stream_labels()
-    return [label.get(stream, str(stream)) for stream in tf.kernels["stream"].iloc[rows].tolist()]
+PATH_COLUMNS = ("ocp_steps", "ocp_starts_us", "ocp_durs_us", "ocp_kinds", "ocp_counted", "ocp_resource")
 
 
-def _store(tf: TraceFrames, g: _Graph, rows: list[Segment]) -> None:
-    per: dict[int, list[Segment]] = {}
-    for step, (elem, kind, start, dur, counted) in enumerate(rows):
-        per.setdefault(elem, []).append((step, kind, start, dur, counted))
-    ops, kernels = tf.ops, tf.kernels
-    cols: dict[str, list[Any]] = {c: [None] * len(ops) for c in PATH_COLUMNS}
-    kcols: dict[str, list[Any]] = {c: [None] * len(kernels) for c in PATH_COLUMNS}
-    for elem, segs in per.items():
-        if elem < g.n_ops:
-            target, pos, res = cols, int(g.op_rows[elem]), g.resource[elem]
-        else:
-            i = elem - g.n_ops
-            target, pos, res = kcols, int(g.kernel_rows[i]), g.kernel_resource[i]
-        steps, kinds, starts, durs, counts = zip(*segs)
-        target["ocp_steps"][pos] = list(steps)
-        target["ocp_kinds"][pos] = list(kinds)
-        target["ocp_starts_us"][pos] = list(starts)
-        target["ocp_durs_us"][pos] = list(durs)
-        target["ocp_counted"][pos] = [bool(c) for c in counts]
-        target["ocp_resource"][pos] = res
-    for c in PATH_COLUMNS:
-        ops[c] = cols[c]
-        kernels[c] = kcols[c]
-    op_uids, kernel_uids = ops["uid"].tolist(), kernels["uid"].tolist()
-    uid_of: dict[int, tuple[Any, str]] = {}  # (uid, label); uid: a cell of an object column
-    for elem in per:
-        if elem < g.n_ops:
-            uid_of[elem] = (op_uids[int(g.op_rows[elem])], "Op")
-        else:
-            uid_of[elem] = (kernel_uids[int(g.kernel_rows[elem - g.n_ops])], "Kernel")
-    nxt: list[tuple[Any, Any, int, str, str]] = []
-    for step in range(len(rows) - 1):
-        a, b = rows[step][0], rows[step + 1][0]
-        if a != b:
-            (src, src_label), (dst, dst_label) = uid_of[a], uid_of[b]
-            nxt.append((src, dst, step, src_label, dst_label))
-    tf.observed_next = pd.DataFrame.from_records(nxt, columns=["src", "dst", "step", "src_label", "dst_label"])
+def clear(ct: ColumnarTrace) -> None:
+    """No element on the path (every ocp_* column empty)."""
+    for name in ("ops", "kernels"):
+        t = ct[name]
+        n = t.n
+        none = np.zeros(n, dtype=bool)
+        off = np.zeros(n + 1, dtype=np.int64)
+        t["ocp_steps"] = Lists(off, np.zeros(0, dtype=np.int64), none)
+        t["ocp_starts_us"] = Lists(off, np.zeros(0), none)
+        t["ocp_durs_us"] = Lists(off, np.zeros(0), none)
+        t["ocp_kinds"] = Lists(off, Strings(np.zeros(0, dtype=np.int32), hb.KINDS), none)
+        t["ocp_counted"] = Lists(off, np.zeros(0, dtype=bool), none)
+        t["ocp_resource"] = Strings(np.full(n, -1, dtype=np.int32), ())
+    ct.tables["observed_next"] = _next_table(
+        np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, bool)
+    )
+
+
+def store(ct: ColumnarTrace, g: hb.Graph, seg: Segments, labels: list[str], steps: I64 | None = None) -> None:
+    """The segments as each op's and kernel's ocp_* columns (``steps``:
+    their steps on the path, default 0, 1, ...)."""
+    step = np.arange(len(seg.elem), dtype=np.int64) if steps is None else steps
+    for name, rows, lo, hi in (
+        ("ops", g.op_rows, 0, g.n_ops),
+        ("kernels", g.kernel_rows, g.n_ops, g.n_ops + len(g.kernel_rows)),
+    ):
+        t = ct[name]
+        mine = (seg.elem >= lo) & (seg.elem < hi)
+        row = rows[seg.elem[mine] - lo]
+        order = np.argsort(row, kind="stable")
+        r = row[order]
+        counts = np.bincount(r, minlength=t.n) if len(r) else np.zeros(t.n, dtype=np.int64)
+        off = np.zeros(t.n + 1, dtype=np.int64)
+        np.cumsum(counts, out=off[1:])
+        has = counts > 0
+        sel = np.flatnonzero(mine)[order]
+        t["ocp_steps"] = Lists(off, step[sel], has)
+        t["ocp_starts_us"] = Lists(off, seg.start[sel], has)
+        t["ocp_durs_us"] = Lists(off, seg.dur[sel], has)
+        t["ocp_kinds"] = Lists(off, Strings(seg.kind[sel].astype(np.int32), hb.KINDS), has)
+        t["ocp_counted"] = Lists(off, seg.counted[sel], has)
+        res = np.full(t.n, -1, dtype=np.int64)
+        res[r] = seg.elem[mine][order]
+        t["ocp_resource"] = labelled(np.where(res >= 0, res, -1), labels)
+
+
+def _next_table(src: I64, dst: I64, step: I64, src_kernel: B, dst_kernel: B) -> Table:
+    t = Table(len(src))
+    t["src"] = src
+    t["dst"] = dst
+    t["step"] = step
+    t["src_label"] = Strings(src_kernel.astype(np.int32), ("Op", "Kernel"))
+    t["dst_label"] = Strings(dst_kernel.astype(np.int32), ("Op", "Kernel"))
+    return t
+
+
+def observed_next(g: hb.Graph, seg: Segments) -> Table:
+    """Consecutive path elements (rows of ops or kernels) and the step they leave from."""
+    a, b = seg.elem[:-1], seg.elem[1:]
+    change = np.flatnonzero(a != b)
+    rows = np.concatenate([g.op_rows, g.kernel_rows])
+    src, dst = a[change], b[change]
+    return _next_table(rows[src], rows[dst], change.astype(np.int64), src >= g.n_ops, dst >= g.n_ops)

@@ -20,7 +20,8 @@ from typing import cast
 from tracegraph.db.base import Graph, TraceTables, check_trace_name
 from tracegraph.errors import DependencyCycle, InputError, UnknownFormat, UserError
 from tracegraph.ingest import formats, source
-from tracegraph.ingest.enrich import check_acyclic, enrich
+from tracegraph.ingest.columnar import ColumnarTrace, from_frames, to_frames, write_back
+from tracegraph.ingest.enrich import check_acyclic, whole
 from tracegraph.ingest.formats.kit import Joins
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
@@ -136,6 +137,12 @@ def _detect_all(files: list[Path], folders: list[Path], fmt: str) -> list[tuple[
 
 
 def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
+    """:func:`parse_columns` as the frames of :mod:`.frames`."""
+    ct = parse_columns(paths, fmt)
+    return ct if isinstance(ct, TraceFrames) else to_frames(ct)
+
+
+def parse_columns(paths: list[Path], fmt: str = "auto") -> ColumnarTrace | TraceFrames:
     """One trace from one or more files (a directory stands for its files,
     see :func:`expand`).
 
@@ -149,21 +156,24 @@ def parse_files(paths: list[Path], fmt: str = "auto") -> TraceFrames:
     return _parse_expanded(*expand(paths), fmt)
 
 
-def _parse_expanded(files: list[Path], folders: list[Path], fmt: str) -> TraceFrames:
+def _parse_expanded(files: list[Path], folders: list[Path], fmt: str) -> ColumnarTrace | TraceFrames:
+    """The trace as columns when its format reads them so (a run's files
+    and no detail files), else as frames (checked to have no cycle)."""
     if not files:
         raise UserError("no input files")
     if fmt != "auto" and fmt not in formats.names():
         raise UserError(f"unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
     named = _detect_all(files, folders, fmt)
     tf = _parse_named(named)
-    try:
-        check_acyclic(tf)
-    except DependencyCycle as e:
-        raise InputError(", ".join(tf.sources), str(e)) from None
+    if isinstance(tf, TraceFrames):
+        try:
+            check_acyclic(tf)
+        except DependencyCycle as e:
+            raise InputError(", ".join(tf.sources), str(e)) from None
     return tf
 
 
-def _parse_named(named: list[tuple[str, Path]]) -> TraceFrames:
+def _parse_named(named: list[tuple[str, Path]]) -> ColumnarTrace | TraceFrames:
     """The primary files parsed (a run's files together), then each detail
     file parsed and merged into them; detail files alone: the first is the
     primary."""
@@ -172,10 +182,14 @@ def _parse_named(named: list[tuple[str, Path]]) -> TraceFrames:
     if not primary:
         primary, details = details[:1], details[1:]
     name = primary[0][0]
+    module = formats.get(name)
+    if not details and hasattr(module, "read_job"):  # a format that reads its files as columns
+        job: ColumnarTrace = module.read_job([p for _, p in primary])
+        return job
     if len(primary) > 1:  # parts of one run (checked by _not_one_trace)
-        base = cast(formats.RunFormat, formats.get(name)).parse_many([p for _, p in primary])
+        base = cast(formats.RunFormat, module).parse_many([p for _, p in primary])
     else:
-        base = formats.get(name).parse(primary[0][1])
+        base = module.parse(primary[0][1])
     for detail, path in details:
         base = cast(formats.DetailFormat, formats.get(detail)).merge(base, formats.get(detail).parse(path))
     return base
@@ -211,17 +225,29 @@ def prepare(
     sizes = sum(source.size(f) for f in files)
     report("parse", 0, sizes)
     with collector_paused():
-        tf = _parse_expanded(files, folders, fmt)
+        parsed = _parse_expanded(files, folders, fmt)
         report("parse", sizes, sizes)
+        dag = parsed.dag if isinstance(parsed, TraceFrames) else None
+        ct = from_frames(parsed) if isinstance(parsed, TraceFrames) else parsed
+        del parsed
         if source_names:
-            tf.sources = [source_names.get(str(s), str(s)) for s in tf.sources]
+            ct.sources = [source_names.get(str(s), str(s)) for s in ct.sources]
         t1 = time.perf_counter()
         report("enrich", 0, 1)
-        summary = enrich(tf)
-        tables = trace_tables(tf, summary)
+        tables = trace_tables(ct, whole(ct, dag))
     report("enrich", 1, 1)
     t2 = time.perf_counter()
     return Prepared(trace, tables, {"parse_s": t1 - t0, "enrich_s": t2 - t1})
+
+
+def tables_of(tf: TraceFrames) -> TraceTables:
+    """The tables a loader writes for parsed frames: enriched and laid out
+    (what :func:`prepare` does after parsing); ``tf`` gets enrichment's
+    columns too."""
+    ct = from_frames(tf)
+    props = whole(ct, tf.dag)
+    write_back(ct, tf)
+    return trace_tables(ct, props)
 
 
 _paused = 0  # ingests preparing now

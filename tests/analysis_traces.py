@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 
-from tracegraph.ingest.enrich import enrich
 from tracegraph.ingest.formats.kit import scope_of
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS,
@@ -43,7 +42,7 @@ from tracegraph.ingest.frames import (
     TraceFrames,
     frame,
 )
-from tracegraph.ingest.graph_tables import trace_tables
+from tracegraph.ingest.pipeline import tables_of
 
 GPU0, GPU1 = "dev:/device:GPU:0", "dev:/device:GPU:1"
 
@@ -302,6 +301,5 @@ def chain(n: int, type_: str = "Mul", weights=None) -> TraceFrames:
 def store(graph, tf: TraceFrames, name: str) -> str:
     """Enrich and write ``tf`` as trace ``name`` (dropped by the ``graph``
     fixture after the test)."""
-    summary = enrich(tf)
-    graph.store_trace(name, trace_tables(tf, summary))
+    graph.store_trace(name, tables_of(tf))
     return name

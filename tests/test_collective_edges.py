@@ -168,14 +168,27 @@ def test_edges_running_backwards_in_time_are_dropped_to_break_a_cycle():
     (15 us): the path is 2 -> 3."""
     import numpy as np
 
-    from tracegraph.ingest import observed_path
+    from tracegraph.ingest import hb, observed_path
 
-    g = object.__new__(observed_path._Graph)
-    g.n_nodes = 4
-    g.t = np.array([0.0, 10.0, 5.0, 20.0])
-    g.e = observed_path._Edges()
-    for edge in [(0, 1, 10.0, "cpu_op", 100), (1, 2, 0.0, "idle", 101), (2, 1, 5.0, "sync", 102)]:
-        g.e.add(edge)
-    g.e.flush()  # (edges both in the columns and still as tuples)
-    g.e.add((2, 3, 15.0, "kernel", 103))
-    assert g.longest() == [(103, "kernel", 5.0, 15.0, True)]
+    edges = [
+        (0, 1, 10.0, hb.K_CPU, 100),
+        (1, 2, 0.0, hb.K_IDLE, 101),
+        (2, 1, 5.0, hb.K_SYNC, 102),
+        (2, 3, 15.0, hb.K_KERNEL, 103),
+    ]
+    src, dst, w, kind, elem = (np.array(c) for c in zip(*edges))
+    none = np.zeros(0, dtype=np.int64)
+    g = hb.Graph(none, none, np.array([0.0, 10.0, 5.0, 20.0]), src, dst, w.astype(float), kind, elem, 4)
+    best, pred, _ = hb.forward(g)
+    path, _ = hb.walk_back(pred, g.src, hb.path_end(g, best))
+    seg = observed_path.segments(g, np.asarray(path))
+    rows = list(
+        zip(
+            seg.elem.tolist(),
+            [hb.KINDS[k] for k in seg.kind],
+            seg.start.tolist(),
+            seg.dur.tolist(),
+            seg.counted.tolist(),
+        )
+    )
+    assert rows == [(103, "kernel", 5.0, 15.0, True)]

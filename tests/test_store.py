@@ -230,8 +230,8 @@ def test_unusual_strings_travel_in_bulk_and_a_nul_is_stored_as_its_symbol(graph,
 
     names = {"odd": 'aten::mm \u00e9\u4e2d\t"q"\\ \x01', "nul": "aten::mm\x00tail"}
     sent = []
-    real = falkor_bulk.load
-    monkeypatch.setattr(falkor_bulk, "load", lambda *a: sent.append(a[2]) or real(*a))
+    real = falkor_bulk.load_part
+    monkeypatch.setattr(falkor_bulk, "load_part", lambda *a: sent.append(a[5]) or real(*a))
     for name, text in names.items():
         doc = kb.document()
         doc["traceEvents"][1]["name"] = text
@@ -252,7 +252,7 @@ def test_a_value_bulk_cannot_carry_sends_the_trace_by_statements(graph, monkeypa
     from tracegraph.db import falkor_bulk
 
     monkeypatch.setattr(falkor_bulk, "CALL_BYTES", 3000)
-    real = falkor_bulk._Calls.flush
+    real = falkor_bulk.Writer.flush
     calls = []
 
     def flush(self):
@@ -261,7 +261,7 @@ def test_a_value_bulk_cannot_carry_sends_the_trace_by_statements(graph, monkeypa
             raise falkor_bulk.NotBulkable("a value with no bulk type")
         real(self)
 
-    monkeypatch.setattr(falkor_bulk._Calls, "flush", flush)
+    monkeypatch.setattr(falkor_bulk.Writer, "flush", flush)
     ingest(graph, [SEED_STEPSTATS], "fallback-bulk")
     monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
     ingest(graph, [SEED_STEPSTATS], "fallback-cypher")
@@ -350,14 +350,22 @@ LIST_COLUMNS = {
 
 @pytest.mark.parametrize("column", sorted(LIST_COLUMNS))
 def test_list_columns_encode_as_cell_by_cell(column):
-    """List columns are encoded in one go (numpy, one text); the cells must
-    be exactly what the cell-by-cell encoder makes of each value."""
-    import pandas as pd
+    """List columns are encoded in one go (compiled, column by column); the
+    cells must be exactly what the cell-by-cell encoder makes of each value."""
+    import numpy as np
 
+    from tracegraph.columns import Lists
     from tracegraph.db import falkor_bulk
 
     values = LIST_COLUMNS[column]
-    got = falkor_bulk._cells(pd.Series(values, dtype=object), False)
+    kinds = {type(x) for v in values if v is not None for x in v}
+    if len(kinds) == 1 and kinds <= {float, int, bool, str}:
+        col = Lists.of(values, kinds.pop())  # one element type: the compiled encoder
+    else:
+        col = np.empty(len(values), dtype=object)  # Python objects: cell by cell
+        col[:] = values
+    data, offsets = falkor_bulk.cells(col, False)
+    got = [bytes(data[offsets[i] : offsets[i + 1]]) for i in range(len(values))]
     assert got == [falkor_bulk._value(v) for v in values]
 
 
@@ -495,11 +503,9 @@ def _ops(graph, name: str):
 
 
 def ingest_counts(path: Path) -> list[int]:
-    from tracegraph.ingest.enrich import enrich
-    from tracegraph.ingest.graph_tables import trace_tables
+    from tracegraph.ingest.pipeline import tables_of
 
-    tf = parse_files([path])
-    return [len(t.frame) for t in trace_tables(tf, enrich(tf)).nodes]
+    return [t.frame.n for t in tables_of(parse_files([path])).nodes]
 
 
 def test_every_stored_property_is_declared(graph):

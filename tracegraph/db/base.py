@@ -15,12 +15,12 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:  # pandas costs ~0.2 s to import; a CLI query must not pay it
-    import pandas as pd
+import numpy as np
 
 from tracegraph import schema
+from tracegraph.columns import Table
 from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 
 # The layout of a stored trace (labels, properties, relationships), stored
@@ -108,40 +108,64 @@ def path_value(nodes: list[dict[str, Any]], relationships: list[dict[str, Any]])
 class NodeTable:
     """One node per row of ``frame``: label ``label``, properties ``uid``
     plus ``columns`` (a missing value is a property left out). ``table``
-    names the frame: a relationship table built from the same frame holds
-    a subset of its rows (a loader may write both in one pass)."""
+    names the frame (:mod:`tracegraph.schema`'s table). ``frame`` is a
+    :class:`~tracegraph.columns.Table` (a pandas frame is taken too, see
+    :func:`tracegraph.db.values.as_tables`)."""
 
     label: str
     table: str
-    frame: pd.DataFrame
+    frame: Table
     columns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class RelTable:
-    """One relationship per row of ``frame``: ``(start)-[:type]->(end)``
-    with both ends named by uid (columns ``src`` and ``dst``), properties
-    ``columns``; ``frame`` holds the rows of table ``table`` that have both ends."""
+    """One relationship per row of ``frame``: ``(start)-[:type]->(end)``,
+    the ends named by columns ``src`` and ``dst``: row positions in the
+    node tables of labels ``start`` and ``end`` of the same
+    :class:`TraceTables` (-1: no relationship for that row), properties
+    ``columns``."""
 
     type: str
     start: str
     end: str
     table: str
-    frame: pd.DataFrame
+    frame: Table
     src: str
     dst: str
     columns: tuple[str, ...]
 
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's start and end node positions (-1: no relationship)."""
+        return ends(self.frame, self.src), ends(self.frame, self.dst)
+
+    def count(self) -> int:
+        """The relationships the table holds (rows with both ends)."""
+        a, b = self.ends()
+        return int(((a >= 0) & (b >= 0)).sum())
+
+
+def ends(frame: Table, column: str) -> np.ndarray:
+    """The node positions a relationship column names: ``uid`` is each row
+    of a node table itself; any other column holds positions (-1: none)."""
+    col = frame[column]
+    if isinstance(col, np.ndarray) and col.dtype.kind in "iu":
+        return col.astype(np.int64, copy=False)
+    if column == "uid":
+        return np.arange(frame.n, dtype=np.int64)
+    raise TypeError(f"relationship column {column!r} holds no node positions")
+
 
 @dataclass
 class TraceTables:
-    """Everything one trace stores, engine-neutral (built by ingest).
+    """Everything one trace stores, or one part of a trace written in
+    parts (a rank of a job), engine-neutral (built by ingest).
 
     ``trace_props`` are the Trace node's properties besides ``trace``,
     ``uid`` and ``status``; ``membership`` lists ``(type, label)``: a
     relationship from the Trace node to every node of that label;
-    ``int_columns`` are properties that are integers even where pandas
-    widened them to floats (a column with nulls).
+    ``int_columns`` (``bool_columns``) are properties that are integers
+    (booleans) even where they are kept as floats (a column with nulls).
     """
 
     trace_props: dict[str, Any]
@@ -149,10 +173,71 @@ class TraceTables:
     rels: list[RelTable]
     membership: list[tuple[str, str]]
     int_columns: frozenset[str]
+    bool_columns: frozenset[str] = frozenset()
 
     def elements(self) -> int:
         """Nodes and relationships to write, membership excluded (the unit of progress)."""
-        return sum(len(t.frame) for t in self.nodes) + sum(len(t.frame) for t in self.rels)
+        return sum(t.frame.n for t in self.nodes) + sum(r.count() for r in self.rels)
+
+
+@dataclass(frozen=True)
+class NodeRefs:
+    """Nodes a load's earlier parts wrote: each by the part that wrote it
+    (what :meth:`Load.part` returned), its row in that part's node table
+    of its label, and its uid."""
+
+    part: np.ndarray
+    row: np.ndarray
+    uid: list[str]
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Relationships ``(src[i]:start)-[:type]->(dst[i]:end)`` between nodes
+    of a load's parts, with properties ``columns`` of ``props``."""
+
+    type: str
+    start: str
+    end: str
+    src: NodeRefs
+    dst: NodeRefs
+    props: Table | None = None
+    columns: tuple[str, ...] = ()
+
+
+class Load(Protocol):
+    """A trace being written in parts, all or nothing (:meth:`Graph.begin_trace`).
+
+    Readers see nothing of it (or the old version of its name) until
+    :meth:`finish` publishes it; :meth:`abort` (or the death of the
+    writing process) leaves nothing behind."""
+
+    def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
+        """Write one part (its nodes and the relationships among them, and
+        between them and the parts before); returns its index."""
+        ...
+
+    def link(self, links: list[Link], progress: Progress | None = None) -> None:
+        """Write relationships between nodes of parts written before."""
+        ...
+
+    def update(self, label: str, nodes: NodeRefs, columns: Table, int_columns: frozenset[str]) -> None:
+        """Set properties (``columns``, one row per node; no value: left
+        as it is) of nodes of parts written before."""
+        ...
+
+    def finish(self, trace_props: dict[str, Any], catalog: list[NodeTable]) -> dict[str, dict[str, int]]:
+        """Check what was written (``trace_props['counts']``), set the Trace
+        node's properties and publish the trace; ``catalog``: its nodes
+        that cross-trace analyses read (besides the Trace node)."""
+        ...
+
+    def abort(self) -> None:
+        """Remove everything written (the load's name stays free or old)."""
+        ...
 
 
 class Graph(Protocol):
@@ -210,6 +295,11 @@ class Graph(Protocol):
         none) until the new one is complete, then the new one. Raises
         Conflict when ``name`` exists and ``replace`` is false (checked
         again at the moment the new version becomes visible)."""
+        ...
+
+    def begin_trace(self, name: str, *, replace: bool = False) -> Load:
+        """Start writing a trace in parts (a job streamed rank by rank),
+        with the guarantees of :meth:`store_trace` (Conflict as there)."""
         ...
 
     def drop_trace(self, name: str) -> int:

@@ -36,12 +36,14 @@ import contextlib
 import json
 import math
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import redis
 from falkordb import FalkorDB
 from falkordb import Graph as FGraph
@@ -50,11 +52,17 @@ from falkordb.helpers import stringify_param_value
 from falkordb.node import Node
 from falkordb.path import Path as FPath
 
+from tracegraph import schema
+from tracegraph.columns import Table
 from tracegraph.db.base import (
     CATALOG_LABELS,
     FINISHED_JOBS,
     Deadline,
+    Link,
+    NodeRefs,
+    NodeTable,
     Progress,
+    RelTable,
     Result,
     TraceTables,
     check_trace_name,
@@ -67,6 +75,7 @@ from tracegraph.db.base import (
     rows_query,
 )
 from tracegraph.db.falkor_layout import check_layout
+from tracegraph.db.values import as_tables
 from tracegraph.errors import (
     Conflict,
     DatabaseError,
@@ -241,54 +250,39 @@ class FalkorGraph:
     def store_trace(
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
+        """One part, by bulk insert; by statements when a value cannot travel
+        in bulk (the bulk graph removed first)."""
+        from tracegraph.db.falkor_bulk import NotBulkable
+
+        tables = as_tables(tables)
+        catalog = [t for t in tables.nodes if t.label in CATALOG_LABELS]
+        for cypher in (False, True):
+            load = self.begin_trace(name, replace=replace, cypher=cypher)
+            try:
+                load.part(tables, progress)
+                return load.finish(tables.trace_props, catalog)
+            except NotBulkable:
+                load.abort()
+                continue
+            except BaseException:
+                load.abort()
+                raise
+        raise AssertionError("unreachable: the statement loader takes every value")
+
+    def begin_trace(self, name: str, *, replace: bool = False, cypher: bool = False) -> FalkorLoad:
         check_trace_name(name)
         self.sweep()
         if not replace and self.trace_exists(name):
             raise name_taken(name)
         load_id = uuid.uuid4().hex
-        key = self._load_key(load_id)
         lease = redis.Redis(**self._address, single_connection_client=True, client_name=LEASE_PREFIX + load_id)
         try:
             lease.ping()  # the lease holds from here until the connection closes
-            props = {**tables.trace_props, "trace": name, "uid": "trace", "status": "ready"}
-            bulk = self._load(key, name, props, tables, progress)
-            self._verify(key, tables)
-            checkpoint("load-written")
-            self._publish(key, name, tables, replace)
-            checkpoint("load-published")
-        except BaseException:
-            # (if the server is gone too, the next sweep removes it: its lease went with this process)
-            with contextlib.suppress(redis.RedisError):
-                self._delete_graph(key)
-            raise
-        finally:
+        except redis.RedisError as e:
             lease.close()
-        self._compact_log(wait=not bulk)
-        counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
-        return counts
-
-    def _load(self, key: str, name: str, props: dict[str, Any], tables: TraceTables, progress: Progress | None) -> bool:
-        """Write the trace into the new graph ``key``: by bulk insert (True),
-        or by Cypher statements when a value cannot travel in bulk, when the
-        server does not let this user run GRAPH.BULK, or with
-        ``TRACEGRAPH_FALKORDB_LOADER=cypher``."""
-        from tracegraph.db import falkor_bulk, falkor_load  # pandas: only loads pay its import
-
-        if os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") != "cypher":
-            try:
-                falkor_bulk.load(self._bulk_call, key, name, _clean(props), tables, progress)
-                checkpoint("load-started")
-                return True
-            except (falkor_bulk.NotBulkable, _NoBulkInsert):
-                self._delete_graph(key)
-        res = self._query(key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True)
-        checkpoint("load-started")
-
-        def run_write(query: str, params: dict[str, Any] | None) -> Result:
-            return self._query(key, query, params, write=True)
-
-        falkor_load.load(run_write, name, int(res.rows[0][0]), tables, progress)
-        return False
+            raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {first_line(e)}") from None
+        cypher = cypher or os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") == "cypher"
+        return FalkorLoad(self, name, self._load_key(load_id), lease, replace, cypher)
 
     def _bulk_call(self, *args: Any) -> Any:
         """One GRAPH.BULK command (``args`` after the command's name)."""
@@ -302,34 +296,19 @@ class FalkorGraph:
                 raise _NoBulkInsert(text) from None  # a server without GRAPH.BULK for us: statements then
             raise DatabaseError(f"FalkorDB refused a bulk insert: {text}") from None
 
-    def _verify(self, key: str, tables: TraceTables) -> None:
-        """The load's graph holds exactly what was written (a lease lost to a
-        server restart, and a sweep that removed the key, would show here)."""
-        members = {label for _, label in tables.membership}
-        want_nodes = sum(len(t.frame) for t in tables.nodes) + 1
-        want_rels = sum(len(r.frame) for r in tables.rels) + sum(
-            len(t.frame) for t in tables.nodes if t.label in members
-        )
-        got = self._query(key, "MATCH (n) RETURN count(n)", None, write=False).rows[0][0]
-        got_rels = self._query(key, "MATCH ()-[r]->() RETURN count(r)", None, write=False).rows[0][0]
-        if (got, got_rels) != (want_nodes, want_rels):
-            raise DatabaseError(
-                f"the load of this trace lost data on the server ({got} of {want_nodes} nodes, "
-                f"{got_rels} of {want_rels} relationships); nothing was published"
-            )
-
-    def _publish(self, key: str, name: str, tables: TraceTables, replace: bool) -> None:
+    def _publish(
+        self, key: str, name: str, props: dict[str, Any], catalog: list[NodeTable], replace: bool, ints: frozenset[str]
+    ) -> None:
         """RENAME the load over the trace's key and update the catalog, in one
         MULTI/EXEC; without ``replace`` the trace's key is WATCHed, so that a
         trace of that name published meanwhile makes this one fail."""
         target = self._trace_key(name)
-        from tracegraph.db.values import row_dicts  # pandas: only loads pay its import
+        from tracegraph.db.values import row_dicts
 
-        catalog = [("Trace", {**tables.trace_props, "trace": name, "uid": "trace", "status": "ready"})]
-        for t in tables.nodes:
-            if t.label in CATALOG_LABELS:
-                for row in row_dicts(t.frame, ["uid", *t.columns], tables.int_columns):
-                    catalog.append((t.label, {**row, "trace": name}))
+        rows = [("Trace", {**props, "trace": name, "uid": "trace", "status": "ready"})]
+        for t in catalog:
+            for row in row_dicts(t.frame, ["uid", *t.columns], ints):
+                rows.append((t.label, {**row, "trace": name}))
         with self._redis.pipeline(transaction=True) as pipe:
             try:
                 if not replace:
@@ -338,13 +317,13 @@ class FalkorGraph:
                         raise name_taken(name)
                 pipe.multi()
                 pipe.rename(key, target)
-                for label, props in catalog:
+                for label, node in rows:
                     pipe.execute_command(
                         "GRAPH.QUERY",
                         self.prefix,
                         _with_params(
                             f"MERGE (n:{label} {{trace: $trace, uid: $uid}}) SET n = $props",
-                            {"trace": name, "uid": props["uid"], "props": _clean(props)},
+                            {"trace": name, "uid": node["uid"], "props": _clean(node)},
                         ),
                     )
                 replies = pipe.execute(raise_on_error=False)
@@ -496,6 +475,236 @@ class FalkorGraph:
             if self._on_close:
                 self._on_close()
                 self._on_close = None
+
+
+class FalkorLoad:
+    """A trace being written in parts into a graph of its own (``P:load:ID``)
+    under a lease, published by :meth:`finish` (see
+    :meth:`FalkorGraph.begin_trace`). Parts are written one at a time (a
+    lock): the server numbers nodes in the order they arrive, and a part's
+    relationships name its nodes by those numbers."""
+
+    def __init__(
+        self, graph: FalkorGraph, name: str, key: str, lease: redis.Redis, replace: bool, cypher: bool
+    ) -> None:
+        self.graph = graph
+        self.name = name
+        self.key = key
+        self.lease = lease
+        self.replace = replace
+        self.cypher = cypher
+        self.lock = threading.Lock()
+        self.started = False
+        self.done = False
+        self.writer: Any = None  # falkor_bulk.Writer once started, by bulk insert
+        self.nodes = 1  # written so far, the Trace node's included
+        self.rels = 0
+        self.first: list[dict[str, int]] = []  # per part: each label's first node id (bulk)
+        self.ids: list[dict[str, np.ndarray]] = []  # per part: each label's node ids (statements)
+
+    def _start(self) -> None:
+        """Create the load's graph with its Trace node."""
+        from tracegraph.db import falkor_bulk
+
+        props = {"trace": self.name, "uid": "trace", "status": "loading"}
+        if not self.cypher:
+            writer = falkor_bulk.Writer(self.graph._bulk_call, self.key)
+            try:
+                writer.add_nodes(
+                    falkor_bulk.header("Trace", list(props)) + b"".join(falkor_bulk._value(v) for v in props.values()),
+                    1,
+                )
+                writer.flush()
+                writer.wait()
+                self.writer = writer
+            except _NoBulkInsert:
+                writer.close()
+                self.graph._delete_graph(self.key)
+                self.cypher = True
+        if self.cypher:
+            res = self.graph._query(
+                self.key, "CREATE (t:Trace) SET t = $props RETURN id(t)", {"props": props}, write=True
+            )
+            if int(res.rows[0][0]) != 0:
+                raise DatabaseError("FalkorDB gave the load's Trace node an id other than 0")
+        self.started = True
+        checkpoint("load-started")
+
+    def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
+        from tracegraph.db import falkor_bulk, falkor_load
+
+        tables = as_tables(tables)
+        with self.lock:
+            if not self.started:
+                self._start()
+            member = {label: rel for rel, label in tables.membership}
+            if self.cypher:
+
+                def run_write(query: str, params: dict[str, Any] | None) -> Result:
+                    return self.graph._query(self.key, query, params, write=True)
+
+                ids = falkor_load.load(run_write, self.name, 0, tables, progress)
+                self.ids.append(ids)
+                self.first.append({})
+            else:
+                first: dict[str, int] = {}
+                at = self.nodes
+                for t in tables.nodes:
+                    first[t.label] = at
+                    at += t.frame.n
+                rels = []
+                for r in tables.rels:
+                    src, dst = r.ends()
+                    keep = (src >= 0) & (dst >= 0)
+                    rels.append(
+                        (
+                            r if keep.all() else _rows_of(r, keep),
+                            (src[keep] + first[r.start]).astype(np.uint64),
+                            (dst[keep] + first[r.end]).astype(np.uint64),
+                        )
+                    )
+                falkor_bulk.load_part(
+                    self.writer,
+                    tables.nodes,
+                    rels,
+                    member,
+                    first,
+                    self.name,
+                    tables.int_columns,
+                    tables.bool_columns,
+                    progress,
+                    0,
+                    tables.elements(),
+                )
+                self.writer.flush()
+                self.first.append(first)
+                self.ids.append({})
+            self.nodes += sum(t.frame.n for t in tables.nodes)
+            self.rels += sum(r.count() for r in tables.rels) + sum(t.frame.n for t in tables.nodes if t.label in member)
+            return len(self.first) - 1
+
+    def _node_ids(self, label: str, refs: NodeRefs) -> np.ndarray:
+        out = np.empty(len(refs), dtype=np.int64)
+        part = np.asarray(refs.part, dtype=np.int64)
+        row = np.asarray(refs.row, dtype=np.int64)
+        for p in np.unique(part).tolist():
+            sel = part == p
+            if self.cypher:
+                out[sel] = self.ids[p][label][row[sel]]
+            else:
+                out[sel] = self.first[p][label] + row[sel]
+        return out
+
+    def link(self, links: list[Link], progress: Progress | None = None) -> None:
+        from tracegraph.db import falkor_bulk
+
+        with self.lock:
+            for ln in links:
+                if not len(ln.src):
+                    continue
+                src = self._node_ids(ln.start, ln.src)
+                dst = self._node_ids(ln.end, ln.dst)
+                if self.cypher:
+                    from tracegraph.db.values import column_values
+
+                    values = [column_values(ln.props[c], c in ("step", "rank")) for c in ln.columns] if ln.props else []
+                    props = ", ".join(f"{c}: r[{2 + j}]" for j, c in enumerate(ln.columns))
+                    query = (
+                        "UNWIND $rows AS r WITH r MATCH (a) WHERE id(a) = r[0] MATCH (b) WHERE id(b) = r[1] "
+                        f"CREATE (a)-[:{ln.type}{' {' + props + '}' if props else ''}]->(b)"
+                    )
+                    rows = [list(r) for r in zip(src.tolist(), dst.tolist(), *values)]
+                    for i in range(0, len(rows), 10000):
+                        self.graph._query(self.key, query, {"rows": rows[i : i + 10000]}, write=True)
+                else:
+                    for count, data in falkor_bulk.edge_blobs(
+                        ln.type,
+                        src.astype(np.uint64),
+                        dst.astype(np.uint64),
+                        ln.props,
+                        ln.columns,
+                        frozenset({"step", "rank"}),
+                    ):
+                        self.writer.add_edges(data, count)
+                    self.writer.flush()
+                self.rels += len(ln.src)
+
+    def update(self, label: str, nodes: NodeRefs, columns: Table, int_columns: frozenset[str]) -> None:
+        from tracegraph.db.values import column_values
+
+        with self.lock:
+            if self.writer is not None:
+                self.writer.flush()
+                self.writer.wait()
+            ids = self._node_ids(label, nodes)
+            names = list(columns)
+            values = [column_values(columns[c], c in int_columns) for c in names]
+            sets = ", ".join(f"n.{c} = r[{1 + j}]" for j, c in enumerate(names))
+            query = f"UNWIND $rows AS r WITH r MATCH (n) WHERE id(n) = r[0] SET {sets}"
+            rows = [list(r) for r in zip(ids.tolist(), *values)]
+            for i in range(0, len(rows), 10000):
+                self.graph._query(self.key, query, {"rows": rows[i : i + 10000]}, write=True)
+
+    def finish(self, trace_props: dict[str, Any], catalog: list[NodeTable]) -> dict[str, dict[str, int]]:
+        try:
+            with self.lock:
+                if not self.started:
+                    self._start()
+                if self.writer is not None:
+                    self.writer.flush()
+                    self.writer.wait()
+                props = {**_clean(trace_props), "trace": self.name, "uid": "trace", "status": "ready"}
+                self.graph._query(
+                    self.key, "MATCH (t:Trace) WHERE id(t) = 0 SET t = $props", {"props": props}, write=True
+                )
+                self._verify()
+                checkpoint("load-written")
+                self.graph._publish(self.key, self.name, trace_props, catalog, self.replace, schema.int_columns())
+                checkpoint("load-published")
+        except BaseException:
+            self.abort()
+            raise
+        self.done = True
+        self._close()
+        self.graph._compact_log(wait=self.cypher)
+        counts: dict[str, dict[str, int]] = json.loads(trace_props["counts"])
+        return counts
+
+    def _verify(self) -> None:
+        """The load's graph holds exactly what was written (a lease lost to a
+        server restart, and a sweep that removed the key, would show here)."""
+        got = self.graph._query(self.key, "MATCH (n) RETURN count(n)", None, write=False).rows[0][0]
+        got_rels = self.graph._query(self.key, "MATCH ()-[r]->() RETURN count(r)", None, write=False).rows[0][0]
+        if (got, got_rels) != (self.nodes, self.rels):
+            raise DatabaseError(
+                f"the load of this trace lost data on the server ({got} of {self.nodes} nodes, "
+                f"{got_rels} of {self.rels} relationships); nothing was published"
+            )
+
+    def abort(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            # (if the server is gone too, the next sweep removes it: its lease went with this process)
+            with contextlib.suppress(redis.RedisError, DatabaseError):
+                if self.writer is not None:
+                    with contextlib.suppress(Exception):
+                        self.writer.close()
+                self.graph._delete_graph(self.key)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+        self.lease.close()
+
+
+def _rows_of(r: RelTable, keep: np.ndarray) -> RelTable:
+    return RelTable(r.type, r.start, r.end, r.table, r.frame.where(keep), r.src, r.dst, r.columns)
 
 
 def _no_such_graph(e: redis.ResponseError) -> bool:

@@ -2,14 +2,15 @@
 ``GRAPH.BULK``, FalkorDB's binary insert for new graphs.
 
 A load always writes a graph of its own (see :mod:`tracegraph.db.falkor`),
-which is exactly what ``GRAPH.BULK`` builds: no Cypher to parse, no
-parameters to decode, no node looked up again. Each call carries blobs of
-nodes of one label or relationships of one type; the server numbers nodes
-in the order they arrive (0, 1, 2, ... across calls), so the loader knows
-every node's id before sending anything, and relationships name their
-ends by those ids. Nodes go first (the Trace node is 0), then
-relationships, in calls of about :data:`CALL_BYTES` so that the server
-answers other clients between them.
+which is what ``GRAPH.BULK`` builds: no Cypher to parse, no parameters to
+decode, no node looked up again. Each call carries blobs of nodes of one
+label or relationships of one type; the server numbers nodes in the order
+they arrive (0, 1, 2, ... across calls), so the loader knows every node's
+id before sending anything, and relationships name their ends by those
+ids. A load may come in parts (a job's ranks, one after the other): each
+part's nodes go first, then its relationships, in calls of about
+:data:`CALL_BYTES` so that the server answers other clients between
+them; a relationship between parts names the ids the earlier parts got.
 
 A blob is a header (the label or type, NUL-terminated; the property
 count, 4 bytes little-endian; the property names, NUL-terminated), then
@@ -19,30 +20,31 @@ per node its properties, or per relationship its source id and target id
 bytes; UTF-8 and a NUL; 8 bytes; a count of 8 bytes and that many typed
 values). A null property is left out, as in the Cypher loader.
 
-FalkorDB's strings end at a NUL character, in bulk blobs and in Cypher
-text alike, so a NUL in a string is stored as U+2400 (the symbol for NUL)
-by both loaders. A value the bulk format has no type for (an integer past
-64 bits) raises :class:`NotBulkable`, and the caller writes the trace with
-the Cypher loader (:mod:`tracegraph.db.falkor_load`) instead.
+The cells are encoded column by column by compiled code and interleaved
+row by row; a column of Python objects (a frame handed in by a caller) is
+encoded cell by cell. FalkorDB's strings end at a NUL character, in bulk
+blobs and in Cypher text alike, so a NUL in a string is stored as U+2400
+(the symbol for NUL) by both loaders. A value the bulk format has no type
+for (an integer past 64 bits) raises :class:`NotBulkable`, and the caller
+writes the trace with the Cypher loader (:mod:`tracegraph.db.falkor_load`)
+instead.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import struct
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import chain
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
-from tracegraph.db.base import Progress, TraceTables
+from tracegraph.columns import F64, I64, U8, B, Column, Lists, Strings, Table, Texts, kernel, take
+from tracegraph.db.base import NodeTable, Progress, RelTable
 from tracegraph.db.falkor import NUL_SIGN
-from tracegraph.db.values import column_values
 from tracegraph.errors import DatabaseError
 
 # About this many bytes of blobs per GRAPH.BULK call (the server holds the
@@ -58,100 +60,319 @@ _T_NULL, _T_BOOL, _T_DOUBLE, _T_STRING, _T_LONG, _T_ARRAY = range(6)
 _NULL = bytes([_T_NULL])
 _TRUE = bytes([_T_BOOL, 1])
 _FALSE = bytes([_T_BOOL, 0])
-_TAGGED_INT64 = struct.Struct("<Bq")  # a type byte and an int64: an integer, or an array's length
+_TAGGED_INT64 = struct.Struct("<Bq")
 _TAGGED_DOUBLE = struct.Struct("<Bd")
-# A numpy column's type byte and value layout, by dtype kind.
-_NUMPY = {"b": (_T_BOOL, "u1"), "i": (_T_LONG, "<i8"), "f": (_T_DOUBLE, "<f8")}
-_ENDS = np.dtype([("src", "<u8"), ("dst", "<u8")])
+_NUL_SIGN_BYTES = np.frombuffer(NUL_SIGN.encode(), dtype=np.uint8).copy()
 
 # Runs one GRAPH.BULK command: its arguments after the command's name.
 Execute = Callable[..., Any]
+# A column's cells: bytes and their offsets (n + 1).
+Cells = tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]
 
 
 class NotBulkable(ValueError):
     """A value the bulk format has no type for."""
 
 
-def load(
-    execute: Execute, key: str, trace: str, trace_props: dict[str, Any], tables: TraceTables, progress: Progress | None
-) -> None:
-    """Create graph ``key`` (which must not exist) holding the Trace node
-    (``trace_props``) and ``tables`` as trace ``trace``."""
-    ids = _NodeIds(tables)
-    with _Calls(execute, key) as calls:
-        _send(calls, trace, trace_props, tables, ids, progress)
+# --- cells ----------------------------------------------------------------------------------------
+
+# How a numeric column is written: a double, an integer, a boolean.
+_AS_DOUBLE, _AS_INT, _AS_BOOL = 0, 1, 2
 
 
-def _send(
-    calls: _Calls,
-    trace: str,
-    trace_props: dict[str, Any],
-    tables: TraceTables,
-    ids: _NodeIds,
-    progress: Progress | None,
-) -> None:
-    calls.add_nodes(_header("Trace", list(trace_props)) + b"".join(_value(v) for v in trace_props.values()), 1)
-    total = tables.elements()
-    done = 0
-    for t in tables.nodes:
-        for part in _chunks(t.frame):
-            for rows, blob in _node_blobs(t.label, part, ["uid", *t.columns], tables.int_columns, {"trace": trace}):
-                calls.add_nodes(blob, rows)
-            done += len(part)
-            if progress:
-                progress(done, total)
-    member = dict((label, rel) for rel, label in tables.membership)
-    for t in tables.nodes:
-        rel = member.get(t.label)
-        if rel is not None and len(t.frame):
-            first = ids.first[t.label]
-            ends = np.empty(len(t.frame), dtype=_ENDS)
-            ends["src"] = 0
-            ends["dst"] = np.arange(first, first + len(t.frame), dtype=np.uint64)
-            for i in range(0, len(ends), BLOB_ROWS):
-                some = ends[i : i + BLOB_ROWS]
-                calls.add_edges(_header(rel, []) + some.tobytes(), len(some))
-    for r in tables.rels:
-        if not len(r.frame):
+@kernel
+def _numeric_cells(x: F64, how: int) -> Cells:  # pragma: no cover - compiled
+    """float64 values (NaN and infinities: null) as cells."""
+    n = len(x)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    width = 2 if how == 2 else 9
+    for i in range(n):
+        v = x[i]
+        ok = v == v and v != np.inf and v != -np.inf
+        offsets[i + 1] = offsets[i] + (width if ok else 1)
+    data = np.empty(offsets[n], dtype=np.uint8)
+    i64 = np.empty(1, dtype=np.int64)
+    f64 = np.empty(1, dtype=np.float64)
+    i64b = i64.view(np.uint8)
+    f64b = f64.view(np.uint8)
+    for i in range(n):
+        o = offsets[i]
+        v = x[i]
+        if offsets[i + 1] - o == 1:
+            data[o] = 0
             continue
-        for part in _chunks(r.frame):
-            ends = np.empty(len(part), dtype=_ENDS)
-            ends["src"] = ids.of(r.start, part[r.src], r.type)
-            ends["dst"] = ids.of(r.end, part[r.dst], r.type)
-            if not r.columns:
-                calls.add_edges(_header(r.type, []) + ends.tobytes(), len(part))
-            else:  # relationship properties are numbers (a step, a wait): a blob stays small
-                names, cells = _columns(part, list(r.columns), tables.int_columns)
-                cells.insert(0, _rows(ends.tobytes(), 16))
-                calls.add_edges(_header(r.type, names) + b"".join(chain.from_iterable(zip(*cells))), len(part))
-            done += len(part)
-            if progress:
-                progress(done, total)
-    calls.flush()
+        if how == 2:
+            data[o] = 1
+            data[o + 1] = 1 if v != 0 else 0
+        elif how == 1 and v == np.floor(v) and abs(v) < 9.223372036854776e18:
+            data[o] = 4
+            i64[0] = np.int64(v)
+            data[o + 1 : o + 9] = i64b
+        else:
+            data[o] = 2
+            f64[0] = v
+            data[o + 1 : o + 9] = f64b
+    return data, offsets
 
 
-class _NodeIds:
-    """The id the server gives each node: the Trace node 0, then every node
-    table's rows in order."""
+@kernel
+def _int_cells(x: I64, how: int) -> Cells:  # pragma: no cover - compiled
+    """int64 or bool values (no nulls) as cells."""
+    n = len(x)
+    width = 2 if how == 2 else 9
+    offsets = np.arange(n + 1, dtype=np.int64) * width
+    data = np.empty(n * width, dtype=np.uint8)
+    i64 = np.empty(1, dtype=np.int64)
+    i64b = i64.view(np.uint8)
+    for i in range(n):
+        o = i * width
+        if how == 2:
+            data[o] = 1
+            data[o + 1] = 1 if x[i] != 0 else 0
+        else:
+            data[o] = 4
+            i64[0] = x[i]
+            data[o + 1 : o + 9] = i64b
+    return data, offsets
 
-    def __init__(self, tables: TraceTables) -> None:
-        self.first: dict[str, int] = {}
-        self.index: dict[str, pd.Index] = {}
-        n = 1
-        for t in tables.nodes:
-            self.first[t.label] = n
-            self.index[t.label] = pd.Index(t.frame["uid"].to_numpy(dtype=object))
-            n += len(t.frame)
 
-    def of(self, label: str, uids: pd.Series, rel: str) -> np.ndarray:
-        at = self.index[label].get_indexer(pd.Index(uids.to_numpy(dtype=object)))
-        if (at < 0).any():
-            missing = uids.to_numpy(dtype=object)[at < 0][0]
-            raise DatabaseError(f"a {rel} relationship names {label} {missing!r}, which the trace does not hold")
-        return at.astype(np.uint64) + self.first[label]
+@kernel
+def _text_cells(codes: I64, text: U8, text_offsets: I64) -> Cells:  # pragma: no cover - compiled
+    """Rows whose text is ``text[text_offsets[c]:text_offsets[c + 1]]`` for
+    their ``codes`` (-1: null) as string cells."""
+    n = len(codes)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        c = codes[i]
+        offsets[i + 1] = offsets[i] + (1 if c < 0 else text_offsets[c + 1] - text_offsets[c] + 2)
+    data = np.empty(offsets[n], dtype=np.uint8)
+    for i in range(n):
+        o = offsets[i]
+        c = codes[i]
+        if c < 0:
+            data[o] = 0
+            continue
+        data[o] = 3
+        a, b = text_offsets[c], text_offsets[c + 1]
+        data[o + 1 : o + 1 + b - a] = text[a:b]
+        data[o + 1 + b - a] = 0
+    return data, offsets
 
 
-class _Calls:
+@kernel
+def _without_nul(data: U8, offsets: I64, sign: U8) -> tuple[U8, I64]:  # pragma: no cover - compiled
+    """Texts with each NUL byte replaced by ``sign`` (U+2400's bytes)."""
+    nuls = 0
+    for i in range(offsets[-1]):
+        if data[i] == 0:
+            nuls += 1
+    if nuls == 0:
+        return data, offsets
+    grow = len(sign) - 1
+    out_off = np.zeros(len(offsets), dtype=np.int64)
+    out = np.empty(offsets[-1] + nuls * grow, dtype=np.uint8)
+    o = 0
+    for r in range(len(offsets) - 1):
+        out_off[r] = o
+        for i in range(offsets[r], offsets[r + 1]):
+            if data[i] == 0:
+                for k in range(len(sign)):
+                    out[o] = sign[k]
+                    o += 1
+            else:
+                out[o] = data[i]
+                o += 1
+    out_off[len(offsets) - 1] = o
+    return out, out_off
+
+
+@kernel
+def _list_cells(
+    offsets: I64, present: B, elem: F64, ielem: I64, elem_how: int, str_codes: I64, text: U8, text_offsets: I64
+) -> Cells:  # pragma: no cover - compiled
+    """Lists (rows ``offsets[i]:offsets[i+1]`` of the elements) as array
+    cells; elements doubles or booleans (``elem``), integers (``ielem``,
+    ``elem_how`` 1) or strings (``str_codes`` into ``text``, ``elem_how`` 3)."""
+    n = len(present)
+    out_off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        if not present[i]:
+            out_off[i + 1] = out_off[i] + 1
+            continue
+        size = 9
+        for j in range(offsets[i], offsets[i + 1]):
+            if elem_how == 3:
+                c = str_codes[j]
+                size += 1 if c < 0 else text_offsets[c + 1] - text_offsets[c] + 2
+            elif elem_how == 1:
+                size += 9
+            else:
+                v = elem[j]
+                if not (v == v and v != np.inf and v != -np.inf):
+                    size += 1
+                else:
+                    size += 2 if elem_how == 2 else 9
+        out_off[i + 1] = out_off[i] + size
+    data = np.empty(out_off[n], dtype=np.uint8)
+    i64 = np.empty(1, dtype=np.int64)
+    f64 = np.empty(1, dtype=np.float64)
+    i64b = i64.view(np.uint8)
+    f64b = f64.view(np.uint8)
+    for i in range(n):
+        o = out_off[i]
+        if not present[i]:
+            data[o] = 0
+            continue
+        data[o] = 5
+        i64[0] = offsets[i + 1] - offsets[i]
+        data[o + 1 : o + 9] = i64b
+        o += 9
+        for j in range(offsets[i], offsets[i + 1]):
+            if elem_how == 3:
+                c = str_codes[j]
+                if c < 0:
+                    data[o] = 0
+                    o += 1
+                else:
+                    a, b = text_offsets[c], text_offsets[c + 1]
+                    data[o] = 3
+                    data[o + 1 : o + 1 + b - a] = text[a:b]
+                    data[o + 1 + b - a] = 0
+                    o += b - a + 2
+            elif elem_how == 1:
+                data[o] = 4
+                i64[0] = ielem[j]
+                data[o + 1 : o + 9] = i64b
+                o += 9
+            else:
+                v = elem[j]
+                if not (v == v and v != np.inf and v != -np.inf):
+                    data[o] = 0
+                    o += 1
+                elif elem_how == 2:
+                    data[o] = 1
+                    data[o + 1] = 1 if v != 0 else 0
+                    o += 2
+                else:
+                    data[o] = 2
+                    f64[0] = v
+                    data[o + 1 : o + 9] = f64b
+                    o += 9
+    return data, out_off
+
+
+@kernel
+def _interleave(data: U8, bases: I64, offsets: I64) -> U8:  # pragma: no cover - compiled
+    """Row i of the blob: the cells of row i of every column, in column
+    order (column k's cells at ``data[bases[k] + offsets[k, i] : ...]``)."""
+    k, m = offsets.shape
+    n = m - 1
+    total = 0
+    for c in range(k):
+        total += offsets[c, n] - offsets[c, 0]
+    out = np.empty(total, dtype=np.uint8)
+    o = 0
+    for i in range(n):
+        for c in range(k):
+            a = bases[c] + offsets[c, i]
+            b = bases[c] + offsets[c, i + 1]
+            out[o : o + b - a] = data[a:b]
+            o += b - a
+    return out
+
+
+def _dictionary_text(words: tuple[str, ...] | list[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    encoded = [_text(w) for w in words]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if encoded:
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def cells(column: Column, integer: bool, boolean: bool = False) -> Cells:
+    """A column's cells (see :func:`column_cells`)."""
+    how = _AS_BOOL if boolean else _AS_INT if integer else _AS_DOUBLE
+    if isinstance(column, Strings):
+        text, toff = _dictionary_text(column.values)
+        return _text_cells(np.asarray(column.codes, dtype=np.int64), text, toff)
+    if isinstance(column, Texts):
+        data, off = _without_nul(column.data, column.offsets, _NUL_SIGN_BYTES)
+        codes = np.arange(len(column), dtype=np.int64)
+        if column.missing is not None:
+            codes[column.missing] = -1
+        return _text_cells(codes, data, off)
+    if isinstance(column, Lists):
+        vals = column.values
+        none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
+        if isinstance(vals, Strings):
+            text, toff = _dictionary_text(vals.values)
+            return _list_cells(
+                column.offsets,
+                column.present_rows,
+                none_f,
+                none_i,
+                3,
+                np.asarray(vals.codes, dtype=np.int64),
+                text,
+                toff,
+            )
+        kind = vals.dtype.kind
+        if kind == "O":
+            return _object_cells(column.tolist())
+        no_text, no_off = np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64)
+        if kind in "iu":
+            return _list_cells(
+                column.offsets, column.present_rows, none_f, vals.astype(np.int64), _AS_INT, none_i, no_text, no_off
+            )
+        how_e = _AS_BOOL if kind == "b" else _AS_DOUBLE
+        return _list_cells(
+            column.offsets, column.present_rows, vals.astype(np.float64), none_i, how_e, none_i, no_text, no_off
+        )
+    kind = column.dtype.kind
+    if kind == "O":
+        return _object_cells(column.tolist(), integer)
+    if kind == "b":
+        return _int_cells(column.astype(np.int64), _AS_BOOL)
+    if kind in "iu":
+        return _int_cells(column.astype(np.int64), _AS_BOOL if boolean else _AS_INT)
+    return _numeric_cells(column.astype(np.float64), how)
+
+
+def _object_cells(items: list[Any], integer: bool = False) -> Cells:
+    """Cells of Python values, one by one (the rules of :func:`_value`)."""
+    encoded = [_value(_plain(v, integer)) for v in items]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if encoded:
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _plain(v: Any, integer: bool) -> Any:
+    from tracegraph.db.values import plain
+
+    if isinstance(v, list):
+        return [_plain(x, False) for x in v]
+    return plain(v, integer)
+
+
+def blob(header: bytes, columns: list[Cells]) -> bytes:
+    """A blob: ``header``, then row by row each column's cell."""
+    if not columns:
+        return header
+    data = np.concatenate([c[0] for c in columns]) if len(columns) > 1 else columns[0][0]
+    bases = np.zeros(len(columns), dtype=np.int64)
+    at = 0
+    for k, c in enumerate(columns):
+        bases[k] = at
+        at += len(c[0])
+    offsets = np.stack([c[1] for c in columns])
+    return header + _interleave(np.ascontiguousarray(data), bases, offsets).tobytes()
+
+
+# --- the calls ------------------------------------------------------------------------------------
+
+
+class Writer:
     """Blobs gathered into GRAPH.BULK calls of about CALL_BYTES; the first
     call creates the graph (BEGIN). A call runs in a thread of its own
     while the next one's blobs are encoded (the server's work overlaps the
@@ -168,40 +389,35 @@ class _Calls:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-bulk")
         self.running: Future[None] | None = None
 
-    def __enter__(self) -> _Calls:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        # Never leave a call running behind the caller's back (the caller
-        # removes a failed load's graph next).
+    def close(self) -> None:
+        """Never leave a call running behind the caller's back."""
         try:
             self.wait()
         finally:
             self.pool.shutdown(wait=True)
 
     def wait(self) -> None:
-        """Until the running call has answered (its error raised here)."""
         running, self.running = self.running, None
         if running is not None:
             running.result()
 
-    def add_nodes(self, blob: bytes, count: int) -> None:
+    def add_nodes(self, data: bytes, count: int) -> None:
         if self.edges:
             self.flush()
-        self._add(blob)
+        self._add(data)
         self.nodes += count
 
-    def add_edges(self, blob: bytes, count: int) -> None:
+    def add_edges(self, data: bytes, count: int) -> None:
         if self.nodes:
             self.flush()
-        self._add(blob)
+        self._add(data)
         self.edges += count
 
-    def _add(self, blob: bytes) -> None:
-        if self.blobs and self.size + len(blob) > CALL_BYTES:
+    def _add(self, data: bytes) -> None:
+        if self.blobs and self.size + len(data) > CALL_BYTES:
             self.flush()
-        self.blobs.append(blob)
-        self.size += len(blob)
+        self.blobs.append(data)
+        self.size += len(data)
 
     def flush(self) -> None:
         """Send the gathered blobs as one call (once the previous one has answered)."""
@@ -223,169 +439,132 @@ class _Calls:
             raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {nodes} nodes, {edges} edges")
 
 
-def _node_blobs(
-    label: str, part: pd.DataFrame, columns: list[str], ints: frozenset[str], constant: dict[str, Any]
-) -> Iterator[tuple[int, bytes]]:
-    """The nodes of ``part`` as blobs of at most BLOB_BYTES (halving the
-    rows while one is larger: a blob is one Redis argument, at most 512 MB),
-    with their row counts."""
-    names, cells = _columns(part, columns, ints, constant)
-    blob = _header(label, names) + b"".join(chain.from_iterable(zip(*cells)))
-    if len(blob) <= BLOB_BYTES or len(part) == 1:
-        yield len(part), blob
-        return
-    del blob, cells
-    half = len(part) // 2
-    yield from _node_blobs(label, part.iloc[:half], columns, ints, constant)
-    yield from _node_blobs(label, part.iloc[half:], columns, ints, constant)
-
-
-def _chunks(frame: pd.DataFrame) -> Iterator[pd.DataFrame]:
-    for i in range(0, len(frame), BLOB_ROWS):
-        yield frame.iloc[i : i + BLOB_ROWS]
-
-
-def _header(name: str, properties: list[str]) -> bytes:
+def header(name: str, properties: list[str]) -> bytes:
     names = b"".join(_text(p) + b"\x00" for p in properties)
     return _text(name) + b"\x00" + struct.pack("<I", len(properties)) + names
 
 
-def _columns(
-    frame: pd.DataFrame, columns: list[str], ints: frozenset[str], constant: dict[str, Any] | None = None
-) -> tuple[list[str], list[list[bytes]]]:
-    """The columns' property names, in the order their cells come, and
-    the cell lists to interleave row by row (fewer lists, fewer pieces to
-    join). Numeric columns without a null come first, as one fixed-width
-    block per row (numpy packs them); then the other columns (strings
-    encoded and cut in one go); last, in one piece shared by every row,
-    the columns with no value at all and the ``constant`` properties."""
-    fixed: list[tuple[str, np.ndarray]] = []
-    names: list[str] = []
-    cells: list[list[bytes]] = []
-    empty: list[str] = []
-    for c in columns:
-        col = frame[c]
-        # numpy's own dtypes only: pandas' nullable ones (Int64, boolean) say i / b with nulls inside
-        kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else "O"
-        if kind == "f" and c not in ints and np.isfinite(arr := col.to_numpy(dtype=np.float64)).all():
-            fixed.append((c, arr))
-        elif kind in "ib":
-            fixed.append((c, col.to_numpy()))
-        elif col.isna().all():
-            empty.append(c)
-        else:
-            names.append(c)
-            cells.append(_cells(col, c in ints))
-    tail = [*empty, *(constant or {})]
-    if tail:
-        names += tail
-        piece = _NULL * len(empty) + b"".join(_value(v) for v in (constant or {}).values())
-        cells.append([piece] * len(frame))
-    if not fixed:
-        return names, cells
-    layout: list[tuple[str, str]] = []
-    for c, arr in fixed:
-        layout += [(f"{c}:t", "u1"), (f"{c}:v", _NUMPY[arr.dtype.kind][1])]
-    block = np.empty(len(frame), dtype=layout)
-    for c, arr in fixed:
-        block[f"{c}:t"] = _NUMPY[arr.dtype.kind][0]
-        block[f"{c}:v"] = arr
-    return [c for c, _ in fixed] + names, [_rows(block.tobytes(), block.dtype.itemsize), *cells]
+def _kinds(columns: list[str], ints: frozenset[str], bools: frozenset[str]) -> list[tuple[bool, bool]]:
+    return [(c in ints, c in bools) for c in columns]
 
 
-def _rows(buf: bytes, width: int) -> list[bytes]:
-    """``buf`` cut into rows of ``width`` bytes."""
-    return [buf[i : i + width] for i in range(0, len(buf), width)]
+def node_blobs(
+    t: NodeTable, ints: frozenset[str], bools: frozenset[str], constant: dict[str, Any]
+) -> Iterator[tuple[int, bytes]]:
+    """The nodes of ``t`` as blobs of at most BLOB_ROWS rows and BLOB_BYTES,
+    with their row counts; columns with no value in a blob are left out of it."""
+    frame = t.frame
+    names = ["uid", *t.columns]
+    for a in range(0, frame.n, BLOB_ROWS):
+        rows = np.arange(a, min(a + BLOB_ROWS, frame.n))
+        yield from _node_part(t.label, frame, names, rows, ints, bools, constant)
 
 
-def _cells(column: pd.Series, integer: bool) -> list[bytes]:
-    """One column's cell per row (the rules of
-    :func:`values.column_values`: a null is a left-out property)."""
-    if column.dtype == np.float64 and not integer:
-        arr = column.to_numpy(dtype=np.float64)
-        cells = _rows(_tagged(arr), 9)
-        for i in np.flatnonzero(~np.isfinite(arr)).tolist():
-            cells[i] = _NULL
-        return cells
-    values: list[Any] = column.tolist()
-    for i in np.flatnonzero(column.isna().to_numpy()).tolist():  # None, NaN, pd.NA: left out
-        values[i] = None
-    if set(map(type, values)) <= {str, type(None)}:
-        return _strings(values)
-    lists = _list_cells(values)
-    if lists is not None:
-        return lists
-    return [_value(v) for v in column_values(pd.Series(values, dtype=object), integer)]
+def _node_part(
+    label: str,
+    frame: Table,
+    names: list[str],
+    rows: npt.NDArray[np.int64],
+    ints: frozenset[str],
+    bools: frozenset[str],
+    constant: dict[str, Any],
+) -> Iterator[tuple[int, bytes]]:
+    kept: list[str] = []
+    cols: list[Cells] = []
+    for name in names:
+        col = frame.get(name)
+        if col is None:
+            continue
+        part = take(col, rows) if len(rows) != frame.n else col
+        from tracegraph.columns import present
+
+        if not present(part).any():
+            continue
+        kept.append(name)
+        cols.append(cells(part, name in ints, name in bools))
+    const = b"".join(_value(v) for v in constant.values())
+    if const:
+        kept += list(constant)
+        cols.append(
+            (np.frombuffer(const * len(rows), dtype=np.uint8), np.arange(len(rows) + 1, dtype=np.int64) * len(const))
+        )
+    data = blob(header(label, kept), cols)
+    if len(data) <= BLOB_BYTES or len(rows) == 1:
+        yield len(rows), data
+        return
+    del data, cols
+    half = len(rows) // 2
+    yield from _node_part(label, frame, names, rows[:half], ints, bools, constant)
+    yield from _node_part(label, frame, names, rows[half:], ints, bools, constant)
 
 
-def _tagged(arr: np.ndarray) -> bytes:
-    """A numeric array's values, each after its type byte (by the array's
-    dtype kind, :data:`_NUMPY`), back to back."""
-    code, layout = _NUMPY[arr.dtype.kind]
-    packed = np.empty(len(arr), dtype=[("t", "u1"), ("v", layout)])
-    packed["t"] = code
-    packed["v"] = arr
-    return packed.tobytes()
+_ENDS = np.dtype([("src", "<u8"), ("dst", "<u8")])
 
 
-# A list element's numpy dtype, by the element's Python type.
-_ELEMENT = {float: np.float64, int: np.int64, bool: np.bool_}
+def edge_blobs(
+    rel_type: str,
+    src: npt.NDArray[np.uint64],
+    dst: npt.NDArray[np.uint64],
+    props: Table | None,
+    names: tuple[str, ...],
+    ints: frozenset[str],
+) -> Iterator[tuple[int, bytes]]:
+    """Relationships ``src[i] -> dst[i]`` (node ids) with ``props`` as blobs."""
+    n = len(src)
+    for a in range(0, n, BLOB_ROWS):
+        b = min(a + BLOB_ROWS, n)
+        ends = np.empty(b - a, dtype=_ENDS)
+        ends["src"] = src[a:b]
+        ends["dst"] = dst[a:b]
+        raw = np.frombuffer(ends.tobytes(), dtype=np.uint8)
+        if not names:
+            yield b - a, header(rel_type, []) + raw.tobytes()
+            continue
+        assert props is not None
+        rows = np.arange(a, b)
+        cols: list[Cells] = [(raw, np.arange(b - a + 1, dtype=np.int64) * 16)]
+        cols += [cells(take(props[c], rows), c in ints) for c in names]
+        yield b - a, blob(header(rel_type, list(names)), cols)
 
 
-def _list_cells(values: list[Any]) -> list[bytes] | None:
-    """A column of lists (or nulls) whose elements all have one type
-    (float, int, bool or str), as cells: the elements encoded together (by
-    numpy, or as one text) and cut per row. None for any other column,
-    which :func:`_value` then encodes cell by cell (the rules are its)."""
-    present = [v for v in values if v is not None]
-    if not present or any(type(v) is not list for v in present):
-        return None
-    flat = list(chain.from_iterable(present))
-    kinds = set(map(type, flat))
-    if len(kinds) > 1:
-        return None
-    kind = kinds.pop() if kinds else float
-    if kind is str:
-        strings = _strings(flat)
-        pieces: Callable[[int, int], bytes] = lambda a, b: b"".join(strings[a:b])  # noqa: E731
-    elif kind in _ELEMENT:
-        try:
-            arr: np.ndarray = np.asarray(flat, dtype=_ELEMENT[kind])
-        except OverflowError:  # an integer past 64 bits: _value says so
-            return None
-        if kind is float and not np.isfinite(arr).all():  # a non-finite element is a null element
-            return None
-        block, width = _tagged(arr), 1 + arr.dtype.itemsize
-        pieces = lambda a, b: block[a * width : b * width]  # noqa: E731
-    else:
-        return None
-    cells: list[bytes] = []
-    at = 0
-    for v in values:
-        if v is None:
-            cells.append(_NULL)
-        else:
-            n = len(v)
-            cells.append(_TAGGED_INT64.pack(_T_ARRAY, n) + pieces(at, at + n))
-            at += n
-    return cells
-
-
-# One string cell (_T_STRING, UTF-8 without NUL, NUL) or a null (a lone
-# NUL, _T_NULL): UTF-8 never puts a NUL byte inside a character.
-_STRING_CELL = re.compile(b"\x03[^\x00]*\x00|\x00")
-
-
-def _strings(values: list[str | None]) -> list[bytes]:
-    """A column of strings (or nulls) as cells, encoded as one text and
-    cut into cells by one regular expression, in C."""
-    if None in values:
-        text = "".join("\x00" if v is None else "\x03" + v + "\x00" for v in values)
-    else:
-        text = "\x03" + "\x00\x03".join(values) + "\x00"  # type: ignore[arg-type]
-    if text.count("\x00") != len(values):  # a NUL inside a string
-        return [_value(v) for v in values]
-    return _STRING_CELL.findall(text.encode("utf-8"))
+def load_part(
+    writer: Writer,
+    nodes: list[NodeTable],
+    rels: list[tuple[RelTable, npt.NDArray[np.uint64], npt.NDArray[np.uint64]]],
+    member: dict[str, str],
+    first_ids: dict[str, int],
+    trace: str,
+    ints: frozenset[str],
+    bools: frozenset[str],
+    progress: Progress | None,
+    done: int,
+    total: int,
+) -> int:
+    """Send one part: its nodes (ids from ``first_ids[label]`` on), the
+    membership of each from the Trace node (id 0), then its relationships
+    (ends given as ids); returns the elements done."""
+    for t in nodes:
+        for count, data in node_blobs(t, ints, bools, {"trace": trace}):
+            writer.add_nodes(data, count)
+        done += t.frame.n
+        if progress:
+            progress(done, total)
+    for t in nodes:
+        rel = member.get(t.label)
+        if rel is not None and t.frame.n:
+            first = first_ids[t.label]
+            ids = np.arange(first, first + t.frame.n, dtype=np.uint64)
+            for count, data in edge_blobs(rel, np.zeros(t.frame.n, dtype=np.uint64), ids, None, (), ints):
+                writer.add_edges(data, count)
+    for r, src, dst in rels:
+        if not len(src):
+            continue
+        for count, data in edge_blobs(r.type, src, dst, r.frame, r.columns, ints):
+            writer.add_edges(data, count)
+        done += len(src)
+        if progress:
+            progress(done, total)
+    return done
 
 
 def _value(v: Any) -> bytes:
@@ -413,4 +592,4 @@ def _value(v: Any) -> bytes:
 
 
 def _text(s: str) -> bytes:
-    return s.replace("\x00", NUL_SIGN).encode("utf-8")
+    return s.replace("\x00", NUL_SIGN).encode("utf-8", "surrogatepass")

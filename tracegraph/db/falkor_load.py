@@ -31,10 +31,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
 from tracegraph.db import load_plan
-from tracegraph.db.base import Progress, Result, TraceTables
+from tracegraph.db.base import Progress, Result, TraceTables, ends
 from tracegraph.errors import DatabaseError
 
 # Rows per UNWIND batch (TRACEGRAPH_BATCH_ROWS); bench/RESULTS.md has the
@@ -49,20 +49,22 @@ IN_FLIGHT = int(os.environ.get("TRACEGRAPH_LOAD_IN_FLIGHT", "2"))
 RunWrite = Callable[[str, "dict[str, Any] | None"], Result]
 
 
-def load(run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress: Progress | None) -> None:
+def load(
+    run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress: Progress | None
+) -> dict[str, npt.NDArray[np.int64]]:
     """Write ``tables`` as trace ``trace`` into the graph ``run`` writes to,
     whose Trace node (already created) has internal id ``trace_id``, in the
-    order of :mod:`load_plan`. Every batch's created node and relationship
-    counts are checked."""
+    order of :mod:`load_plan`; returns each label's nodes' internal ids
+    (by row). Every batch's created node and relationship counts are checked."""
     tables_frames = load_plan.frames(tables)
-    ints = tables.int_columns
+    ints, bools = tables.int_columns, tables.bool_columns
     total = tables.elements()
-    ids: dict[Any, int] = {}
+    ids: dict[str, npt.NDArray[np.int64]] = {t.label: np.full(t.frame.n, -1, dtype=np.int64) for t in tables.nodes}
     done = 0
     params = {"trace": trace, "tid": trace_id}
     passes = load_plan.passes(tables)
     with _InFlight(run, IN_FLIGHT) as flight:
-        ready = load_plan.groups(passes[0], tables_frames, ints)
+        ready = load_plan.groups(passes[0], tables_frames, ints, bools) if passes else []
         for k, p in enumerate(passes):
             # Every batch of the earlier passes must be done: their ids are
             # needed now. The next pass's properties were converted while
@@ -71,12 +73,16 @@ def load(run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress
                 done += n
                 if progress:
                     progress(done, total)
+            frame = tables_frames[p.table]
             for g in ready:
                 query = _pass_query(p, g)
-                head: list[Any] = [range(len(g.rows))] if p.label is not None else [_ids(g.rows[p.anchor], ids)]
-                head += [_ids(g.rows[rel.column], ids) for rel in g.rels]
+                head: list[Any] = (
+                    [range(len(g.rows))]
+                    if p.label is not None
+                    else [_ids(ids[p.anchor_label], ends(frame, p.anchor)[g.rows])]
+                )
+                head += [_ids(ids[rel.other], ends(frame, rel.column)[g.rows]) for rel in g.rels]
                 rows = list(zip(*head, *g.values))
-                uids = g.rows["uid"].tolist() if p.label is not None else None
                 made = load_plan.relationships_per_row(p, g)
                 weight = load_plan.elements_per_row(p, g)
                 for i in range(0, len(rows), BATCH_ROWS):
@@ -84,15 +90,16 @@ def load(run: RunWrite, trace: str, trace_id: int, tables: TraceTables, progress
                         query,
                         params,
                         rows[i : i + BATCH_ROWS],
-                        None if uids is None else uids[i : i + BATCH_ROWS],
+                        None if p.label is None else (p.label, g.rows[i : i + BATCH_ROWS]),
                         made,
                         weight,
                     )
-            ready = load_plan.groups(passes[k + 1], tables_frames, ints) if k + 1 < len(passes) else []
+            ready = load_plan.groups(passes[k + 1], tables_frames, ints, bools) if k + 1 < len(passes) else []
         for n in flight.drain(into=ids):
             done += n
             if progress:
                 progress(done, total)
+    return ids
 
 
 def _pass_query(p: load_plan.Pass, g: load_plan.Group) -> str:
@@ -139,7 +146,7 @@ class _InFlight:
         self.run = run
         self.depth = max(1, depth)
         self.pool = ThreadPoolExecutor(max_workers=self.depth, thread_name_prefix="tracegraph-load")
-        self.pending: list[tuple[Future[Result], list[Any], list[Any] | None, int, int]] = []
+        self.pending: list[tuple[Future[Result], list[Any], tuple[str, npt.NDArray[np.int64]] | None, int, int]] = []
 
     def __enter__(self) -> _InFlight:
         return self
@@ -150,21 +157,28 @@ class _InFlight:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def submit(
-        self, query: str, params: dict[str, Any], rows: list[Any], uids: list[Any] | None, rels: int, weight: int
+        self,
+        query: str,
+        params: dict[str, Any],
+        rows: list[Any],
+        nodes: tuple[str, npt.NDArray[np.int64]] | None,
+        rels: int,
+        weight: int,
     ) -> None:
-        """Run ``query`` on ``rows``; ``uids`` name the nodes it creates (one
-        id comes back per row), ``rels`` relationships are made per row."""
+        """Run ``query`` on ``rows``; ``nodes`` (label, rows of its table) name
+        the nodes it creates (one id comes back per row), ``rels``
+        relationships are made per row."""
         args = dict(params, rows=rows)
         used = {k: v for k, v in args.items() if f"${k}" in query}
-        self.pending.append((self.pool.submit(_run_rows, self.run, query, used), rows, uids, rels, weight))
+        self.pending.append((self.pool.submit(_run_rows, self.run, query, used), rows, nodes, rels, weight))
 
-    def drain(self, *, into: dict[Any, int]) -> Iterator[int]:
+    def drain(self, *, into: dict[str, npt.NDArray[np.int64]]) -> Iterator[int]:
         """Wait for every batch, oldest first, recording created ids in
         ``into`` and yielding each batch's progress weight."""
         while self.pending:
-            future, rows, uids, rels, weight = self.pending.pop(0)
+            future, rows, nodes, rels, weight = self.pending.pop(0)
             res = future.result()
-            if uids is not None:
+            if nodes is not None:
                 text = res.rows[0][0] if res.rows else ""
                 pairs = np.array(text.replace(":", ",").split(","), dtype=np.int64) if text else np.zeros(0, np.int64)
                 rowno = pairs[0::2] - (rows[0][0] if rows else 0)
@@ -176,13 +190,17 @@ class _InFlight:
                     raise DatabaseError(f"FalkorDB created {len(rowno)} of {len(rows)} nodes in a batch")
                 made = np.empty(len(rows), dtype=np.int64)
                 made[rowno] = pairs[1::2]
-                into.update(zip(uids, made.tolist()))
+                label, table_rows = nodes
+                into[label][table_rows] = made
             made_rels = int(res.stats.get("relationships_created") or 0)
             if made_rels != len(rows) * rels:
                 raise DatabaseError(f"FalkorDB created {made_rels} of {len(rows) * rels} relationships in a batch")
             yield len(rows) * weight
 
 
-def _ids(uids: pd.Series, ids: dict[Any, int]) -> list[int]:
-    """The node ids of a uid column (every uid must have been created)."""
-    return list(map(ids.__getitem__, uids.tolist()))
+def _ids(ids: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> list[int]:
+    """The node ids of rows of a label's table (every one created already)."""
+    got = ids[rows]
+    if (got < 0).any():
+        raise DatabaseError("a relationship names a node not written yet")
+    return got.tolist()  # type: ignore[no-any-return]

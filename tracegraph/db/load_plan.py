@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
 
-from tracegraph.db.base import TraceTables
+from tracegraph.columns import Table, Texts, take
+from tracegraph.db.base import TraceTables, ends
 from tracegraph.db.values import column_values
 
 
@@ -56,11 +57,12 @@ class Pass:
 
 @dataclass
 class Group:
-    """Rows of a pass that have the same relationships: ``rows`` (the frame's
-    selected rows), ``rels``, and ``values`` (one list per relationship
-    property, then, for node passes, uid and the node's properties)."""
+    """Rows of a pass that have the same relationships: ``rows`` (their
+    positions in the pass's frame), ``rels``, and ``values`` (one list per
+    relationship property, then, for node passes, uid and the node's
+    properties)."""
 
-    rows: pd.DataFrame
+    rows: npt.NDArray[np.int64]
     rels: list[RelSpec]
     values: list[list[Any]]
 
@@ -85,29 +87,39 @@ def passes(tables: TraceTables) -> list[Pass]:
     return list(nodes.values()) + list(extra.values())
 
 
-def frames(tables: TraceTables) -> dict[str, pd.DataFrame]:
+def frames(tables: TraceTables) -> dict[str, Table]:
     """Every table's frame by name (a node table's frame holds its relationship tables' rows too)."""
     out = {t.table: t.frame for t in tables.nodes}
     out.update({r.table: r.frame for r in tables.rels if r.table not in out})
     return out
 
 
-def groups(p: Pass, frames: dict[str, pd.DataFrame], ints: frozenset[str]) -> list[Group]:
+def uids(tables: TraceTables) -> dict[str, Texts]:
+    """Each label's node uids (its node table's)."""
+    out = {}
+    for t in tables.nodes:
+        col = t.frame["uid"]
+        out[t.label] = col if isinstance(col, Texts) else Texts.of(column_values(col))
+    return out
+
+
+def groups(p: Pass, frames: dict[str, Table], ints: frozenset[str], bools: frozenset[str] = frozenset()) -> list[Group]:
     df = frames[p.table]
+    rows = np.arange(df.n, dtype=np.int64)
     if p.label is None:
-        df = df[df[p.anchor].notna()]
-    code = np.zeros(len(df), dtype=np.int64)  # bit k: relationship k has its other end
+        rows = rows[ends(df, p.anchor) >= 0]
+    code = np.zeros(len(rows), dtype=np.int64)  # bit k: relationship k has its other end
     for k, rel in enumerate(p.rels):
-        code |= df[rel.column].notna().to_numpy().astype(np.int64) << k
+        code |= (ends(df, rel.column)[rows] >= 0).astype(np.int64) << k
     out = []
     for shape in sorted(set(code.tolist())):
-        sel = df[code == shape]
+        sel = rows[code == shape]
         rels = [r for k, r in enumerate(p.rels) if shape >> k & 1]
         if p.label is None and not rels:
             continue
-        values = [column_values(sel[c], c in ints) for r in rels for c in r.props]
+        values = [column_values(take(df[c], sel), c in ints, c in bools) for r in rels for c in r.props]
         if p.label is not None:
-            values += [column_values(sel[c], c in ints) for c in ["uid", *p.cols]]
+            values += [column_values(take(df[c], sel), c in ints, c in bools) for c in ["uid", *p.cols]]
         out.append(Group(sel, rels, values))
     return out
 

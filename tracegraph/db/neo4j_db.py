@@ -34,6 +34,7 @@ from tracegraph.db.base import (
     FINISHED_JOBS,
     LABELS,
     Deadline,
+    Load,
     Progress,
     Result,
     TraceTables,
@@ -223,6 +224,9 @@ class Neo4jGraph:
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
         return self._publisher.store_trace(name, tables, replace=replace, progress=progress)
+
+    def begin_trace(self, name: str, *, replace: bool = False) -> Load:
+        return self._publisher.begin_trace(name, replace=replace)
 
     def drop_trace(self, name: str) -> int:
         return self._publisher.drop_trace(name)

@@ -37,9 +37,22 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tracegraph.columns import Table, Texts, take
 from tracegraph.db import load_plan
-from tracegraph.db.base import LABELS, Progress, TraceTables, check_trace_name, checkpoint, name_taken
-from tracegraph.db.values import column_values
+from tracegraph.db.base import (
+    CATALOG_LABELS,
+    LABELS,
+    Link,
+    NodeRefs,
+    NodeTable,
+    Progress,
+    TraceTables,
+    check_trace_name,
+    checkpoint,
+    ends,
+    name_taken,
+)
+from tracegraph.db.values import as_tables, column_values
 from tracegraph.errors import Conflict, DatabaseError, NotFound, QueryError
 
 if TYPE_CHECKING:
@@ -103,6 +116,15 @@ class Publisher:
     def store_trace(
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
+        load = self.begin_trace(name, replace=replace)
+        try:
+            load.part(tables, progress)
+            return load.finish(tables.trace_props, [t for t in tables.nodes if t.label in CATALOG_LABELS])
+        except BaseException:
+            load.abort()
+            raise
+
+    def begin_trace(self, name: str, *, replace: bool = False) -> Neo4jLoad:
         check_trace_name(name)
         self.graph.ensure_schema()
         self.sweep()
@@ -115,33 +137,20 @@ class Publisher:
         # A new name is loaded under that name (readers wait for `ready`); a
         # replacement under a name of its own, swapped in when complete.
         target = name if current is None else f"{name}~load~{lease_id}"
-        with _Lease(self, lease_id):
+        lease = _Lease(self, lease_id).__enter__()
+        try:
+            props = {"trace": target, "uid": "trace", "status": "loading", "lease": lease_id}
             try:
-                props = {**tables.trace_props, "trace": target, "uid": "trace", "status": "loading", "lease": lease_id}
-                try:
-                    self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
-                except Conflict:  # another process created that Trace node meanwhile
-                    raise Conflict(f"trace {name!r} is being loaded by another process; try again") from None
-                checkpoint("load-started")
-                counts = _load(self, target, tables, progress)
-                checkpoint("load-written")
-                if target == name:
-                    self.run(
-                        "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease",
-                        {"name": name},
-                        write=True,
-                    )
-                else:
-                    self._swap(name, target, f"{name}~drop~{lease_id}", lease_id)
-                checkpoint("load-published")
-            except BaseException:
-                # A swap under way is left for the next sweep to finish (the
-                # new version is complete); anything else is removed.
-                with contextlib.suppress(DatabaseError, QueryError):
-                    if target == name or self._status(name) != "swapping":
-                        self._delete_all(target)
-                raise
-        return counts
+                self.run("CREATE (t:Trace) SET t = $props", {"props": props}, write=True)
+            except Conflict:  # another process created that Trace node meanwhile
+                raise Conflict(f"trace {name!r} is being loaded by another process; try again") from None
+            checkpoint("load-started")
+        except BaseException:
+            with contextlib.suppress(DatabaseError, QueryError):
+                self._delete_all(target)
+            lease.__exit__()
+            raise
+        return Neo4jLoad(self, name, target, lease_id, lease)
 
     def _status(self, name: str) -> str | None:
         res = self.run("MATCH (t:Trace {trace: $name, uid: 'trace'}) RETURN t.status", {"name": name})
@@ -279,6 +288,92 @@ class Publisher:
         self.run("MATCH (t:Trace {trace: $trace}) DETACH DELETE t", {"trace": trace}, write=True)
 
 
+class Neo4jLoad:
+    """A trace being written in parts under its load name (see :meth:`Publisher.begin_trace`)."""
+
+    def __init__(self, publisher: Publisher, name: str, target: str, lease_id: str, lease: _Lease) -> None:
+        self.publisher = publisher
+        self.name = name
+        self.target = target
+        self.lease_id = lease_id
+        self.lease = lease
+        self.parts: list[dict[str, Texts]] = []  # per part: each label's uids
+        self.done = False
+
+    def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
+        tables = as_tables(tables)
+        _load(self.publisher, self.target, tables, progress)
+        self.parts.append({})
+        return len(self.parts) - 1
+
+    def link(self, links: list[Link], progress: Progress | None = None) -> None:
+        for ln in links:
+            names = [c for c in ln.columns]
+            values = [column_values(ln.props[c], False) for c in names] if ln.props is not None else []
+            rows = [list(r) for r in zip(ln.src.uid, ln.dst.uid, *values)]
+            props = ", ".join(f"{c}: r[{2 + j}]" for j, c in enumerate(names))
+            query = (
+                "UNWIND $rows AS r "
+                f"MATCH (a:{ln.start} {{trace: $trace, uid: r[0]}}) USING INDEX SEEK a:{ln.start}(trace, uid) "
+                f"MATCH (b:{ln.end} {{trace: $trace, uid: r[1]}}) USING INDEX SEEK b:{ln.end}(trace, uid) "
+                f"CREATE (a)-[:{ln.type}{' {' + props + '}' if props else ''}]->(b)"
+            )
+            for i in range(0, len(rows), BATCH_ROWS):
+                batch = rows[i : i + BATCH_ROWS]
+                _batch(self.publisher, query, batch, self.target, {"relationships_created": len(batch)}, ln.type)
+
+    def update(self, label: str, nodes: NodeRefs, columns: Table, int_columns: frozenset[str]) -> None:
+        names = list(columns)
+        values = [column_values(columns[c], c in int_columns) for c in names]
+        rows = [list(r) for r in zip(nodes.uid, *values)]
+        sets = ", ".join(f"n.{c} = r[{1 + j}]" for j, c in enumerate(names))
+        query = (
+            f"UNWIND $rows AS r MATCH (n:{label} {{trace: $trace, uid: r[0]}}) "
+            f"USING INDEX SEEK n:{label}(trace, uid) SET {sets}"
+        )
+        for i in range(0, len(rows), BATCH_ROWS):
+            self.publisher.run(query, {"rows": rows[i : i + BATCH_ROWS], "trace": self.target}, write=True)
+
+    def finish(self, trace_props: dict[str, Any], catalog: list[NodeTable]) -> dict[str, dict[str, int]]:
+        pub, name, target = self.publisher, self.name, self.target
+        try:
+            pub.run(
+                "MATCH (t:Trace {trace: $target, uid: 'trace'}) SET t += $props",
+                {"target": target, "props": {k: v for k, v in trace_props.items() if v is not None}},
+                write=True,
+            )
+            checkpoint("load-written")
+            if target == name:
+                pub.run(
+                    "MATCH (t:Trace {trace: $name, uid: 'trace'}) SET t.status = 'ready' REMOVE t.lease",
+                    {"name": name},
+                    write=True,
+                )
+            else:
+                pub._swap(name, target, f"{name}~drop~{self.lease_id}", self.lease_id)
+            checkpoint("load-published")
+        except BaseException:
+            self.abort()
+            raise
+        self.done = True
+        self.lease.__exit__()
+        counts: dict[str, dict[str, int]] = json.loads(trace_props["counts"])
+        return counts
+
+    def abort(self) -> None:
+        """A swap under way is left for the next sweep to finish (the new
+        version is complete); anything else is removed."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            with contextlib.suppress(DatabaseError, QueryError):
+                if self.target == self.name or self.publisher._status(self.name) != "swapping":
+                    self.publisher._delete_all(self.target)
+        finally:
+            self.lease.__exit__()
+
+
 class _Lease:
     """An open, idle transaction whose metadata names ``lease_id``: proof,
     for as long as this process lives, that its load or drop is alive."""
@@ -300,24 +395,28 @@ class _Lease:
             self.session.close()
 
 
-def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> dict[str, dict[str, int]]:
+def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> None:
     """The passes of :mod:`load_plan` as ``UNWIND`` batches of positional
     rows (a null is a property not set), the other ends of relationships
     found through the (trace, uid) constraint's index. The batches of a
     pass go ``IN_FLIGHT`` at a time, each in its own transaction (the
     server runs a transaction on one core); a pass starts when the one
     before it is complete. Counts are checked per batch."""
-    ints = tables.int_columns
+    ints, bools = tables.int_columns, tables.bool_columns
     total = tables.elements()
     tables_frames = load_plan.frames(tables)
+    uids = load_plan.uids(tables)
     done = 0
     with concurrent.futures.ThreadPoolExecutor(max(IN_FLIGHT, 1), thread_name_prefix="tracegraph-load") as pool:
         for p in load_plan.passes(tables):
             work: dict[concurrent.futures.Future[None], int] = {}  # a batch -> its graph elements
-            for g in load_plan.groups(p, tables_frames, ints):
+            frame = tables_frames[p.table]
+            for g in load_plan.groups(p, tables_frames, ints, bools):
                 query = _pass_query(p, g)
-                head = [] if p.label is not None else [column_values(g.rows[p.anchor], False)]
-                head += [column_values(g.rows[rel.column], False) for rel in g.rels]
+                head = (
+                    [] if p.label is not None else [take(uids[p.anchor_label], ends(frame, p.anchor)[g.rows]).tolist()]
+                )
+                head += [take(uids[rel.other], ends(frame, rel.column)[g.rows]).tolist() for rel in g.rels]
                 rows = [list(r) for r in zip(*head, *g.values)]
                 rels = load_plan.relationships_per_row(p, g)
                 per_row = load_plan.elements_per_row(p, g)
@@ -340,8 +439,6 @@ def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress 
                     future.cancel()
                 concurrent.futures.wait(work)
                 raise
-    counts: dict[str, dict[str, int]] = json.loads(tables.trace_props["counts"])
-    return counts
 
 
 def _batch(graph: Publisher, query: str, rows: list[list[Any]], trace: str, want: dict[str, int], what: str) -> None:

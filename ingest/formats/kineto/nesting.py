@@ -1,22 +1,25 @@
-"""Nesting on a rank's threads (:mod:`.trace`'s rules): each op's parent,
-the op each memory record happened in, the op that launches what a
-runtime call issues, and which ops are the rank's calls of collectives."""
+"""Nesting on a rank's threads (:mod:`.trace`'s rules), compiled: each
+op's parent, the op each memory record happened in, the op that launches
+what a runtime call issues, the ops that are the rank's calls of
+collectives, and the order ops are taken in (``seq``)."""
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
+import numpy.typing as npt
 
-# Kineto's categories of runtime calls (kernel launches, copies issued, synchronizations).
-RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
+from tracegraph.columns import I64, B, kernel
 
 # How far past its parent's end a nested op may end (ns): the rounding of
 # microsecond timestamps; an op running on longer is not nested in it.
 NEST_SLACK_NS = 1000
 
 
-def nesting(ops: list[list[Any]], memory: list[list[Any]]) -> tuple[list[int | None], list[int | None]]:
-    """Parent index of each op (innermost enclosing op of its thread) and
-    the innermost op containing each memory record of that thread.
+def nesting(
+    op_thread: I64, op_start: I64, op_end: I64, op_index: I64, mem_thread: I64, mem_t: I64, mem_index: I64
+) -> tuple[I64, I64]:
+    """Parent position of each op (-1: none) and the op containing each
+    memory record (-1: none), per thread.
 
     One sweep per thread over ops sorted by (start, longer first, file
     order), with memory records at their time after the ops that start
@@ -30,63 +33,103 @@ def nesting(ops: list[list[Any]], memory: list[list[Any]]) -> tuple[list[int | N
     inside the frame that closes it; it is those frames' sibling, and the
     parent of what runs in it. (The time such a pair shares is in both
     ops' self times: a partial overlap has no place in a tree.)"""
-    parents: list[int | None] = [None] * len(ops)
-    memory_op: list[int | None] = [None] * len(memory)
-    # per (pid, tid): (time, is memory, -end, file index, op or record position)
-    items: dict[tuple[Any, Any], list[tuple[int, int, int, int, int]]] = {}
-    for j, o in enumerate(ops):
-        items.setdefault((o[3], o[4]), []).append((o[5], 0, -o[6], o[0], j))
-    for m_i, m in enumerate(memory):
-        items.setdefault((m[1], m[2]), []).append((m[3], 1, 0, m[0], m_i))
-    for seq in items.values():
-        seq.sort()
-        stack: list[tuple[int, int]] = []  # (end, op index)
-        for t, is_mem, neg_end, _, j in seq:
-            while stack and stack[-1][0] <= t:
-                stack.pop()
-            if is_mem:
-                memory_op[j] = stack[-1][1] if stack else None
-                continue
-            end = -neg_end
-            for open_end, p in reversed(stack):
-                if t < open_end and end <= open_end + NEST_SLACK_NS:
-                    parents[j] = p
-                    end = min(end, open_end)
-                    break
-            if end > t:
-                stack.append((end, j))
+    n_ops, n_mem = len(op_start), len(mem_t)
+    thread = np.concatenate([op_thread, mem_thread])
+    t = np.concatenate([op_start, mem_t])
+    is_mem = np.concatenate([np.zeros(n_ops, dtype=np.int64), np.ones(n_mem, dtype=np.int64)])
+    neg_end = np.concatenate([-op_end, np.zeros(n_mem, dtype=np.int64)])
+    index = np.concatenate([op_index, mem_index])
+    order = np.lexsort((index, neg_end, is_mem, t, thread))
+    return _sweep(order, thread, t, is_mem, -neg_end, n_ops)
+
+
+@kernel
+def _sweep(
+    order: I64, thread: I64, t: I64, is_mem: I64, end: I64, n_ops: int
+) -> tuple[I64, I64]:  # pragma: no cover - compiled
+    parents = np.full(n_ops, -1, dtype=np.int64)
+    memory_op = np.full(len(t) - n_ops, -1, dtype=np.int64)
+    stack_end = np.zeros(len(order) + 1, dtype=np.int64)
+    stack_op = np.zeros(len(order) + 1, dtype=np.int64)
+    top = 0
+    current = -1
+    for k in range(len(order)):
+        x = order[k]
+        if thread[x] != current or k == 0:
+            current = thread[x]
+            top = 0
+        tx = t[x]
+        while top > 0 and stack_end[top - 1] <= tx:
+            top -= 1
+        if is_mem[x]:
+            memory_op[x - n_ops] = stack_op[top - 1] if top > 0 else -1
+            continue
+        e = end[x]
+        for s in range(top - 1, -1, -1):
+            open_end = stack_end[s]
+            if tx < open_end and e <= open_end + NEST_SLACK_NS:
+                parents[x] = stack_op[s]
+                if open_end < e:
+                    e = open_end
+                break
+        if e > tx:
+            stack_end[top] = e
+            stack_op[top] = x
+            top += 1
     return parents, memory_op
 
 
-# torch.distributed's point-to-point calls: not collectives.
-POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
+@kernel
+def launchers(parents: I64, runtime: B, cpu_op: B) -> I64:  # pragma: no cover - compiled
+    """For each op, the op that launches what it issues: the innermost
+    ``cpu_op`` ancestor of a runtime call (the call itself when none)."""
+    out = np.arange(len(parents))
+    for j in range(len(parents)):
+        if not runtime[j]:
+            continue
+        p = parents[j]
+        while p >= 0 and not cpu_op[p]:
+            p = parents[p]
+        if p >= 0:
+            out[j] = p
+    return out
 
 
-def collective_calls(ops: list[list[Any]], parents: list[int | None]) -> list[int]:
+def collective_calls(
+    parents: I64, c10d: npt.NDArray[np.bool_], point_to_point: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_]:
     """The ops that are a rank's host-side calls of collectives: the
     ``c10d::`` ops torch.distributed makes for every collective
     (``c10d::allreduce_``, ``c10d::barrier``, ...), not nested directly in
     another ``c10d::`` op (then they are part of it), point-to-point calls
-    (:data:`POINT_TO_POINT`) left out."""
-    c10d = [o[1].startswith("c10d::") for o in ops]
-    calls = []
-    for j, o in enumerate(ops):
-        p = parents[j]
-        if c10d[j] and o[1] not in POINT_TO_POINT and (p is None or not c10d[p]):
-            calls.append(j)
-    return calls
+    left out."""
+    parent_c10d = np.zeros(len(parents), dtype=bool)
+    has = parents >= 0
+    parent_c10d[has] = c10d[parents[has]]
+    return c10d & ~point_to_point & ~parent_c10d
 
 
-def launchers(ops: list[list[Any]], parents: list[int | None]) -> list[int]:
-    """For each op, the op that launches what it issues: the innermost
-    ``cpu_op`` ancestor of a runtime call (the call itself when none)."""
-    out = list(range(len(ops)))
-    for j, o in enumerate(ops):
-        if o[2] not in RUNTIME_CATEGORIES:
-            continue
-        p = parents[j]
-        while p is not None and ops[p][2] != "cpu_op":
-            p = parents[p]
-        if p is not None:
-            out[j] = p
+def seq_order(start: I64, end: I64) -> I64:
+    """Each op's place in the order by (start, longer first, position):
+    an op comes after the ops that enclose it."""
+    order = np.lexsort((np.arange(len(start)), -end, start))
+    seq = np.empty(len(order), dtype=np.int64)
+    seq[order] = np.arange(len(order))
+    return seq
+
+
+@kernel
+def phases(order: I64, parents: I64, own: I64, other: int, forward: int) -> I64:  # pragma: no cover - compiled
+    """Each op's phase code: its own (``own``, -1: none), else its
+    parent's unless that is none or ``other``, else ``forward``; ops taken
+    in ``order`` (by seq: parents first)."""
+    out = np.full(len(order), -1, dtype=np.int64)
+    for k in range(len(order)):
+        i = order[k]
+        mine = own[i]
+        if mine < 0:
+            p = parents[i]
+            inherited = out[p] if p >= 0 else -1
+            mine = inherited if (inherited >= 0 and inherited != other) else forward
+        out[i] = mine
     return out

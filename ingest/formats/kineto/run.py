@@ -5,14 +5,37 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.kineto import read as kineto_read
 
-if TYPE_CHECKING:
-    from tracegraph.ingest.formats.kineto.rank import RankPart
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What checking a job's files are one run needs of a rank file: its
+    span (first start to last end of its ops and kernels, ns; None
+    without any), a digest of those times (None when the file names its
+    rank), and where it comes from."""
+
+    path: Path
+    named: bool
+    span: tuple[int, int] | None
+    digest: bytes | None
+
+
+def run_facts(path: Path, named: bool, op_times: np.ndarray, kernel_times: np.ndarray) -> RunFacts:
+    """The facts of a rank from its (start, end) times of ops and kernels ((n, 2) int64)."""
+    times = [t for t in (op_times, kernel_times) if len(t)]
+    span = (min(int(t[:, 0].min()) for t in times), max(int(t[:, 1].max()) for t in times)) if times else None
+    digest = None
+    if not named and times:
+        digest = hashlib.sha256(b"".join(np.ascontiguousarray(t).tobytes() for t in (op_times, kernel_times))).digest()
+    return RunFacts(path, named, span, digest)
 
 
 # Rank files whose events are further apart than this (and than the longest
@@ -20,7 +43,7 @@ if TYPE_CHECKING:
 OTHER_RUN_GAP_NS = 10**9
 
 
-def check_one_run(parts: list[RankPart]) -> None:
+def check_one_run(parts: list[RunFacts]) -> None:
     """Files ingested as one trace must be the ranks of one run: refused,
     a file whose events another file without a rank of its own also holds
     (the same trace twice, e.g. ``x.json`` beside ``x.json.gz``), and a file
@@ -30,18 +53,13 @@ def check_one_run(parts: list[RankPart]) -> None:
     if len(parts) < 2:
         return
     seen: dict[bytes, Path] = {}
-    spans: list[tuple[int, int] | None] = []
+    spans = [p.span for p in parts]
     for p in parts:
-        times = [t for t in (p.op_times, p.kernel_times) if len(t)]
-        spans.append(
-            (min(int(t[:, 0].min()) for t in times), max(int(t[:, 1].max()) for t in times)) if times else None
-        )
-        if p.named or not times:
+        if p.digest is None:
             continue
-        key = hashlib.sha256(b"".join(t.tobytes() for t in (p.op_times, p.kernel_times))).digest()
-        if key in seen:
-            raise InputError(p.path, f"the same events as {seen[key]}: one trace given twice")
-        seen[key] = p.path
+        if p.digest in seen:
+            raise InputError(p.path, f"the same events as {seen[p.digest]}: one trace given twice")
+        seen[p.digest] = p.path
     present = [x for x in spans if x is not None]
     apart = max(OTHER_RUN_GAP_NS, max(b - a for a, b in present))
     for i, span in enumerate(spans):

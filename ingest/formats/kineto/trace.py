@@ -118,19 +118,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from tracegraph.columns import Strings, Table, Texts, labelled
 from tracegraph.errors import InputError
 from tracegraph.ingest import parallel, source
+from tracegraph.ingest.columnar import REFERENCES, ColumnarTrace, complete, to_frames
 from tracegraph.ingest.formats.kineto import read as kineto_read
-from tracegraph.ingest.formats.kineto.rank import NEVER_FREED, RankPart, read_part, seq_order
+from tracegraph.ingest.formats.kineto.assemble import NEVER_FREED, RankPart, read_part
+from tracegraph.ingest.formats.kineto.nesting import seq_order
 from tracegraph.ingest.formats.kineto.run import check_one_run, header_rank, numbering
 from tracegraph.ingest.frames import TraceFrames
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 FORMAT = kineto_read.FORMAT
 NAME = FORMAT.name
@@ -154,7 +154,12 @@ def parse(path: Path) -> TraceFrames:
 
 
 def parse_many(paths: list[Path], *, workers: int | None = None) -> TraceFrames:
-    """Rank files of one job as one trace (a single file is one rank).
+    """Rank files of one job as one trace's frames (a single file is one rank)."""
+    return to_frames(read_job(paths, workers=workers))
+
+
+def read_job(paths: list[Path], *, workers: int | None = None) -> ColumnarTrace:
+    """Rank files of one job as one trace's columns.
 
     Each file is read and assembled on its own (in worker processes when
     the job is large enough to pay for them, see :mod:`..parallel`); the
@@ -172,87 +177,133 @@ def parse_many(paths: list[Path], *, workers: int | None = None) -> TraceFrames:
     parts = [p if p.rank == rank else read_part(p.path, rank, multi) for p, rank in zip(parts, final, strict=True)]
     if not any(p.events for p in parts):
         raise InputError(paths[0], "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
-    check_one_run(parts)
-    return _join(parts)
+    check_one_run([p.run_facts() for p in parts])
+    return join(parts)
 
 
-def _join(parts: list[RankPart]) -> TraceFrames:
-    """The ranks' parts as one trace: one time origin (the earliest op,
-    kernel or allocation of any rank), the rows of every rank, the meta."""
-    tfs = [p.frames for p in parts]
-    tf = tfs[0]
-    if len(parts) > 1:
-        for table in ("ops", "kernels", "allocations", "syncs", "devices", "streams", "allocators"):
-            setattr(tf, table, _concat([getattr(t, table) for t in tfs]))
-        tf.sources = [str(p.path) for p in parts]
-    op_times = np.concatenate([p.op_times for p in parts])
-    kernel_times = np.concatenate([p.kernel_times for p in parts])
-    alloc_times = np.concatenate([p.alloc_times for p in parts])
-    firsts = [t[:, 0].min() for t in (op_times, kernel_times, alloc_times) if len(t)]
-    origin = int(min(firsts)) if firsts else 0
-    ops, kernels, allocations = tf.ops, tf.kernels, tf.allocations
-    _set_times(ops, op_times, origin)
-    _set_times(kernels, kernel_times, origin)
-    if len(alloc_times):
-        allocations["alloc_us"] = (alloc_times[:, 0] - origin) / 1000.0
-        free = alloc_times[:, 1]
-        allocations["free_us"] = [None if f == NEVER_FREED else (f - origin) / 1000.0 for f in free.tolist()]
-    ops["seq"] = seq_order(op_times)
-    tf.meta = _meta(parts)
-    tf.check()
-    return tf
+# --- all ranks -> one trace -------------------------------------------------------------------
+
+TABLES = ("ops", "kernels", "allocations", "syncs", "devices", "streams", "allocators")
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    import pandas as pd
+def origin(parts: list[RankPart]) -> int:
+    """The earliest op, kernel or allocation of any rank (ns)."""
+    firsts = []
+    for p in parts:
+        for name, col in (("ops", "start_ns"), ("kernels", "start_ns"), ("allocations", "alloc_ns")):
+            t = p.tables[name]
+            if t.n:
+                firsts.append(int(np.asarray(t[col]).min()))
+    return min(firsts) if firsts else 0
 
-    kept = [f for f in frames if len(f)]
-    if not kept:
-        return frames[0]
-    return pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0].reset_index(drop=True)
+
+def join(parts: list[RankPart]) -> ColumnarTrace:
+    """One trace: the ranks' rows, times since the job's first event, seq over all ranks."""
+    t0 = origin(parts)
+    tables: dict[str, Table] = {}
+    base = {name: np.cumsum([0] + [p.tables[name].n for p in parts]) for name in TABLES}
+    for name in TABLES:
+        pieces = [p.tables[name] for p in parts]
+        n = sum(t.n for t in pieces)
+        out = Table(n)
+        for c in pieces[0].columns:
+            cols = [t[c] for t in pieces]
+            ref = REFERENCES.get(name, {}).get(c)
+            if name == "syncs" and c == "dst":
+                shifted = [
+                    np.where(
+                        np.asarray(col) >= 0,
+                        np.asarray(col) + np.where(_is_stream_wait(t), base["kernels"][i], base["ops"][i]),
+                        -1,
+                    )
+                    for i, (col, t) in enumerate(zip(cols, pieces))
+                ]
+                out[c] = np.concatenate(shifted)
+            elif ref is not None:
+                out[c] = np.concatenate(
+                    [np.where(np.asarray(col) >= 0, np.asarray(col) + base[ref][i], -1) for i, col in enumerate(cols)]
+                )
+            else:
+                out[c] = _cat(cols)
+        tables[name] = out
+    ops, kernels, allocations = tables["ops"], tables["kernels"], tables["allocations"]
+    for t in (ops, kernels):
+        s, e = np.asarray(t["start_ns"]) - t0, np.asarray(t["end_ns"]) - t0
+        t["start_us"] = s / 1000.0
+        t["end_us"] = e / 1000.0
+        t["dur_us"] = (e - s) / 1000.0
+    a = np.asarray(allocations["alloc_ns"])
+    f = np.asarray(allocations["free_ns"])
+    allocations["alloc_us"] = (a - t0) / 1000.0
+    allocations["free_us"] = np.where(f == NEVER_FREED, np.nan, (f - t0) / 1000.0)
+    ops["seq"] = seq_order(np.asarray(ops["start_ns"]), np.asarray(ops["end_ns"]))
+    return complete(ColumnarTrace(FORMAT.framework, [str(p.path) for p in parts], "us", tables, meta(parts)))
 
 
-def _meta(parts: list[RankPart]) -> dict[str, Any]:
-    meta: dict[str, Any] = {"ranks": json.dumps(sorted(p.rank for p in parts))}
+def _is_stream_wait(t: Table) -> np.ndarray:
+    k = t["kind"]
+    assert isinstance(k, Strings)
+    code = k.values.index("stream_wait") if "stream_wait" in k.values else -2
+    out: np.ndarray = np.asarray(k.codes) == code
+    return out
+
+
+def _cat(cols: list[Any]) -> Any:
+    first = cols[0]
+    if isinstance(first, np.ndarray):
+        return np.concatenate(cols)
+    if isinstance(first, Strings):
+        labels = [s for c in cols for s in c.values]
+        codes = []
+        at = 0
+        for c in cols:
+            codes.append(np.where(c.codes >= 0, c.codes + at, -1))
+            at += len(c.values)
+        return labelled(np.concatenate(codes), labels)
+    if isinstance(first, Texts):
+        data = np.concatenate([c.data[: c.offsets[-1]] for c in cols])
+        offs = [cols[0].offsets]
+        at = int(cols[0].offsets[-1])
+        for c in cols[1:]:
+            offs.append(c.offsets[1:] + at)
+            at += int(c.offsets[-1])
+        missing = None
+        if any(c.missing is not None for c in cols):
+            missing = np.concatenate([~c.present() for c in cols])
+        return Texts(data, np.concatenate(offs), missing)
+    raise TypeError(type(first))
+
+
+def meta(parts: list[RankPart]) -> dict[str, Any]:
+    m: dict[str, Any] = {"ranks": json.dumps(sorted(p.rank for p in parts))}
     infos = {p.rank: p.header.get("distributedInfo") for p in parts if p.header.get("distributedInfo")}
     if len(parts) == 1 and infos:
-        meta["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
+        m["distributed_info"] = json.dumps(next(iter(infos.values())), sort_keys=True)
     elif infos:
-        meta["distributed_infos"] = json.dumps({str(k): v for k, v in sorted(infos.items())}, sort_keys=True)
+        m["distributed_infos"] = json.dumps({str(k): v for k, v in sorted(infos.items())}, sort_keys=True)
         sizes = {i.get("world_size") for i in infos.values() if isinstance(i, dict)}
         size = sizes.pop() if len(sizes) == 1 else None
         if isinstance(size, int) and not isinstance(size, bool) and size <= 1 << 20:
             missing = sorted(set(range(size)) - {p.rank for p in parts})
-            if missing:  # collectives are joined among the ranks given, stragglers named among them
-                meta["ranks_missing"] = json.dumps(missing)
+            if missing:
+                m["ranks_missing"] = json.dumps(missing)
     first = parts[0].header
     for key, name in (("schemaVersion", "schema_version"), ("displayTimeUnit", "display_time_unit")):
         if isinstance(first.get(key), (int, str)) and not isinstance(first.get(key), bool):
-            meta[name] = first[key]
+            m[name] = first[key]
     props = first.get("deviceProperties")
     if isinstance(props, list) and props:
-        meta["device_names"] = json.dumps([p.get("name") for p in props if isinstance(p, dict)])
-    meta["unpaired_frees"] = sum(p.unpaired_frees for p in parts)
-    meta["kernels_without_launch"] = sum(p.kernels_without_launch for p in parts)
+        m["device_names"] = json.dumps([p.get("name") for p in props if isinstance(p, dict)])
+    m["unpaired_frees"] = sum(p.unpaired_frees for p in parts)
+    m["kernels_without_launch"] = sum(p.kernels_without_launch for p in parts)
     skipped: dict[str, int] = {}
     for p in parts:
         for cat, n in p.skipped.items():
             skipped[cat] = skipped.get(cat, 0) + n
     if skipped:
-        meta["skipped_span_categories"] = json.dumps(skipped, sort_keys=True)
-    meta["memory_records_without_address"] = sum(p.memory_without_address for p in parts)
+        m["skipped_span_categories"] = json.dumps(skipped, sort_keys=True)
+    m["memory_records_without_address"] = sum(p.memory_without_address for p in parts)
     peak = {k: v for p in parts for k, v in p.reported_peak.items()}
     if peak:
-        meta["reported_peak_bytes"] = json.dumps(peak, sort_keys=True)
-    return meta
-
-
-def _set_times(df: pd.DataFrame, times: np.ndarray, origin: int) -> None:
-    if not len(times):
-        for c in ("start_us", "end_us", "dur_us"):
-            df[c] = []
-        return
-    start, end = times[:, 0] - origin, times[:, 1] - origin
-    df["start_us"] = start / 1000.0
-    df["end_us"] = end / 1000.0
-    df["dur_us"] = (end - start) / 1000.0
+        m["reported_peak_bytes"] = json.dumps(peak, sort_keys=True)
+    return m
