@@ -75,6 +75,20 @@ def _names(ct: ColumnarTrace, table: str, positions: np.ndarray) -> Column:
     return Strings.of([names[p] if p >= 0 else None for p in pos.tolist()])
 
 
+# The names the store copies onto nodes: (table, column, the table it names a row of, the column naming it).
+STORED_NAMES = (
+    ("streams", "device_name", "devices", "device"),
+    ("allocators", "device_name", "devices", "device"),
+    ("ops", "device_name", "devices", "device"),
+    ("kernels", "op_name", "ops", "op"),
+    ("kernels", "stream_name", "streams", "stream"),
+    ("tensors", "producer_name", "ops", "producer"),
+    ("allocations", "allocator_name", "allocators", "allocator"),
+    ("allocations", "op_name", "ops", "op"),
+    ("allocations", "tensor_name", "tensors", "tensor"),
+)
+
+
 def _frames(ct: ColumnarTrace) -> dict[str, Table]:
     """The tables with the denormalized columns the nodes store."""
     ops, kernels, tensors = ct["ops"], ct["kernels"], ct["tensors"]
@@ -82,23 +96,17 @@ def _frames(ct: ColumnarTrace) -> dict[str, Table]:
     stream_device = refs(streams["device"])
     device_rank = num(devices["rank"]) if "rank" in devices else np.full(devices.n, np.nan)
     kernel_device = stream_device[refs(kernels["stream"])] if kernels.n else np.zeros(0, np.int64)
-    streams["device_name"] = _names(ct, "devices", stream_device)
     streams["rank"] = device_rank[stream_device] if streams.n else np.zeros(0)
-    allocators["device_name"] = _names(ct, "devices", refs(allocators["device"]))
-    ops["device_name"] = _names(ct, "devices", refs(ops["device"]))
-    kernels["op_name"] = _names(ct, "ops", refs(kernels["op"]))
-    kernels["stream_name"] = _names(ct, "streams", refs(kernels["stream"]))
-    kernels["device_name"] = _names(ct, "devices", kernel_device)
     kernels["rank"] = device_rank[kernel_device] if kernels.n else np.zeros(0)
-    tensors["producer_name"] = _names(ct, "ops", refs(tensors["producer"]))
-    allocations["allocator_name"] = _names(ct, "allocators", refs(allocations["allocator"]))
-    allocations["op_name"] = _names(ct, "ops", refs(allocations["op"]))
-    allocations["tensor_name"] = _names(ct, "tensors", refs(allocations["tensor"]))
-    joins = ct.tables.get("joins") or _empty_joins()
+    kernels["device_name"] = _names(ct, "devices", kernel_device)
+    for table, column, named, ref in STORED_NAMES:
+        t = ct[table]
+        t[column] = _names(ct, named, refs(t[ref]))
+    joins = ct.tables.get("joins") or _no_rows(("op", "kernel", "collective", "rank"), ("wait_us",))
     deps, syncs = ct["deps"], ct["syncs"]
     dep_kind = values(deps["kind"])
     sync_kind = values(syncs["kind"])
-    nxt = ct.tables.get("observed_next") or _empty_next()
+    nxt = ct.tables.get("observed_next") or _no_rows(("src", "dst", "step"), (), ("src_label", "dst_label"))
     src_label, dst_label = values(nxt["src_label"]), values(nxt["dst_label"])
     out = {
         "op_totals": op_totals(ct),
@@ -135,20 +143,15 @@ def _empty(name: str) -> Table:
     return t
 
 
-def _empty_joins() -> Table:
+def _no_rows(positions: tuple[str, ...], floats: tuple[str, ...] = (), strings: tuple[str, ...] = ()) -> Table:
+    """A table of no rows: node positions, numbers and strings."""
     t = Table(0)
-    for c in ("op", "kernel", "collective", "rank"):
+    for c in positions:
         t[c] = np.zeros(0, dtype=np.int64)
-    t["wait_us"] = np.zeros(0)
-    return t
-
-
-def _empty_next() -> Table:
-    t = Table(0)
-    for c in ("src", "dst", "step"):
-        t[c] = np.zeros(0, dtype=np.int64)
-    t["src_label"] = Strings(np.zeros(0, dtype=np.int32), ())
-    t["dst_label"] = Strings(np.zeros(0, dtype=np.int32), ())
+    for c in floats:
+        t[c] = np.zeros(0)
+    for c in strings:
+        t[c] = Strings(np.zeros(0, dtype=np.int32), ())
     return t
 
 

@@ -13,8 +13,10 @@ within EPS of the best keeps its place).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tracegraph.columns import F64, I64, B, kernel
 
@@ -28,6 +30,11 @@ K_CPU, K_RUNTIME, K_SYNC, K_KERNEL, K_MEMCPY, K_COMM, K_IDLE = range(7)
 R_OP, R_ANNOTATION, R_RUNTIME, R_SYNC = range(4)
 # Sync kinds.
 S_HOST, S_STREAM = 0, 1
+# The edge buffers a graph is built into: sources, targets, weights, kinds, elements.
+Edges = tuple[I64, I64, F64, I64, I64]
+# A graph's numbering: node times, each op's and each kernel's element (-1:
+# none), each element's join node (-1: none).
+Nodes = tuple[F64, I64, I64, I64]
 
 
 @dataclass
@@ -114,52 +121,33 @@ def build(
     w = np.empty(cap)
     kind = np.empty(cap, dtype=np.int64)
     elem = np.empty(cap, dtype=np.int64)
-    m = _host_edges(
-        t,
-        op_rows,
-        op_parent,
-        op_element,
-        op_seq,
-        op_resource,
-        op_threaded,
-        seg_kind,
-        join_of,
-        late,
-        src,
-        dst,
-        w,
-        kind,
-        elem,
-        0,
-    )
-    m = _dep_edges(dep_src, dep_dst, op_element, src, dst, w, kind, elem, m)
+    edges = (src, dst, w, kind, elem)
+    nodes = (t, op_element, kernel_element, join_of)
+    m = _host_edges(nodes, op_rows, op_parent, op_seq, op_resource, op_threaded, seg_kind, late, edges, 0)
+    m = _dep_edges(nodes, dep_src, dep_dst, edges, m)
+    syncs = (sync_src, sync_dst, sync_kind)
     m = _kernel_edges(
-        t,
-        n_ops,
-        kernel_rows,
-        k_kind[kernel_rows],
-        k_stream[kernel_rows],
-        k_launch[kernel_rows],
-        op_element,
-        kernel_element,
-        sync_src,
-        sync_dst,
-        sync_kind,
-        join_of,
-        src,
-        dst,
-        w,
-        kind,
-        elem,
-        m,
+        nodes, n_ops, kernel_rows, k_kind[kernel_rows], k_stream[kernel_rows], k_launch[kernel_rows], syncs, edges, m
     )
     return Graph(op_rows, kernel_rows, t, src[:m], dst[:m], w[:m], kind[:m], elem[:m], len(t), join_of)
 
 
 @kernel
-def _add(
-    src: I64, dst: I64, w: F64, kind: I64, elem: I64, m: int, a: int, b: int, weight: float, k: int, e: int
-) -> int:  # pragma: no cover - compiled
+def offsets_of(keys: I64, n: int) -> I64:  # pragma: no cover - compiled
+    """Where each of the ``n`` groups starts when rows are sorted by
+    ``keys`` (0 <= key < n): counts, then their running sum (n + 1)."""
+    first = np.zeros(n + 1, dtype=np.int64)
+    for i in range(len(keys)):
+        first[keys[i] + 1] += 1
+    for v in range(n):
+        first[v + 1] += first[v]
+    return first
+
+
+@kernel
+def _add(edges: Edges, m: int, a: int, b: int, weight: float, k: int, e: int) -> int:  # pragma: no cover - compiled
+    """Edge ``m``: a -> b of ``weight``, kind ``k``, element ``e``; the next free index."""
+    src, dst, w, kind, elem = edges
     src[m] = a
     dst[m] = b
     w[m] = weight
@@ -170,23 +158,18 @@ def _add(
 
 @kernel
 def _host_edges(
-    t: F64,
+    nodes: Nodes,
     op_rows: I64,
     parent: I64,
-    op_element: I64,
     seq: F64,
     resource: I64,
     threaded: B,
     seg_kind: I64,
-    join_of: I64,
     late: B,
-    src: I64,
-    dst: I64,
-    w: F64,
-    kind: I64,
-    elem: I64,
+    edges: Edges,
     m: int,
 ) -> int:  # pragma: no cover - compiled
+    t, op_element, _, join_of = nodes
     n_ops = len(op_rows)
     # nearest ancestor that is a path op
     path_parent = np.full(n_ops, -1, dtype=np.int64)
@@ -205,27 +188,23 @@ def _host_edges(
         child_key_s[e] = s if s == s else np.inf
     idx = np.arange(n_ops)
     # sort elements by (path_parent, start, seq, element)
-    order = _sort4(path_parent, child_key_t, child_key_s, idx)
-    first = np.full(n_ops + 2, 0, dtype=np.int64)  # CSR over path_parent + 1 (0: top level)
-    for e in range(n_ops):
-        first[path_parent[e] + 2] += 1
-    for i in range(1, n_ops + 2):
-        first[i] += first[i - 1]
+    order = sort4(path_parent, child_key_t, child_key_s, idx)
+    first = offsets_of(path_parent + 1, n_ops + 1)  # groups: path_parent + 1 (0: top level)
     for e in range(n_ops):
         k = seg_kind[e]
         prev = 2 * e
         a, b = first[e + 1], first[e + 2]
         for q in range(a, b):
             c = order[q]
-            m = _add(src, dst, w, kind, elem, m, prev, 2 * c, max(0.0, t[2 * c] - t[prev]), k, e)
+            m = _add(edges, m, prev, 2 * c, max(0.0, t[2 * c] - t[prev]), k, e)
             prev = 2 * c + 1
         j = join_of[e]
         if j >= 0 and t[prev] <= t[j]:
-            m = _add(src, dst, w, kind, elem, m, prev, j, 0.0, k, e)
-            m = _add(src, dst, w, kind, elem, m, j, 2 * e + 1, max(0.0, t[2 * e + 1] - t[j]), 5, e)
+            m = _add(edges, m, prev, j, 0.0, k, e)
+            m = _add(edges, m, j, 2 * e + 1, max(0.0, t[2 * e + 1] - t[j]), 5, e)
         else:
             last = 0.0 if k == 2 else max(0.0, t[2 * e + 1] - t[prev])
-            m = _add(src, dst, w, kind, elem, m, prev, 2 * e + 1, last, k, e)
+            m = _add(edges, m, prev, 2 * e + 1, last, k, e)
     # top-level ops per resource, resources in order of their first path op
     tops = order[first[0] : first[1]]
     n_top = len(tops)
@@ -243,14 +222,8 @@ def _host_edges(
         if e < first_elem[res[q]]:
             first_elem[res[q]] = e
     res_order = np.argsort(first_elem, kind="mergesort")
-    by_res = _sort4(
-        res, np.zeros(n_top), np.zeros(n_top), np.arange(n_top)
-    )  # stable: tops are in (start, seq, e) order
-    start_of = np.zeros(n_res + 1, dtype=np.int64)
-    for q in range(n_top):
-        start_of[res[q] + 1] += 1
-    for i in range(1, n_res + 1):
-        start_of[i] += start_of[i - 1]
+    by_res = sort4(res, np.zeros(n_top), np.zeros(n_top), np.arange(n_top))  # stable: tops are in (start, seq, e) order
+    start_of = offsets_of(res, n_res)
     for ri in range(n_res):
         r = res_order[ri]
         a, b = start_of[r], start_of[r + 1]
@@ -263,7 +236,7 @@ def _host_edges(
             for q in range(len(elems) - 1):
                 x, y = elems[q], elems[q + 1]
                 lt = max(0.0, t[2 * y] - t[2 * x + 1]) if late[y] else 0.0
-                m = _add(src, dst, w, kind, elem, m, 2 * x + 1, 2 * y, lt, 6, y)
+                m = _add(edges, m, 2 * x + 1, 2 * y, lt, 6, y)
         else:
             ends = np.empty(len(elems))
             for q in range(len(elems)):
@@ -274,12 +247,14 @@ def _host_edges(
                 y = elems[q]
                 i = np.searchsorted(sorted_ends, t[2 * y], side="right") - 1
                 if i >= 0:
-                    m = _add(src, dst, w, kind, elem, m, 2 * elems[eo[i]] + 1, 2 * y, 0.0, 6, y)
+                    m = _add(edges, m, 2 * elems[eo[i]] + 1, 2 * y, 0.0, 6, y)
     return m
 
 
 @kernel
-def _sort4(a: I64, b: F64, c: F64, d: I64) -> I64:  # pragma: no cover - compiled
+def sort4(
+    a: npt.NDArray[Any], b: npt.NDArray[Any], c: npt.NDArray[Any], d: npt.NDArray[Any]
+) -> I64:  # pragma: no cover - compiled
     """Order by (a, b, c, d) (a stable merge sort of the rows)."""
     n = len(a)
     order = np.arange(n)
@@ -314,37 +289,29 @@ def _sort4(a: I64, b: F64, c: F64, d: I64) -> I64:  # pragma: no cover - compile
 
 
 @kernel
-def _dep_edges(
-    dep_src: I64, dep_dst: I64, op_element: I64, src: I64, dst: I64, w: F64, kind: I64, elem: I64, m: int
-) -> int:  # pragma: no cover - compiled
+def _dep_edges(nodes: Nodes, dep_src: I64, dep_dst: I64, edges: Edges, m: int) -> int:  # pragma: no cover - compiled
+    op_element = nodes[1]
     for i in range(len(dep_src)):
         a, b = op_element[dep_src[i]], op_element[dep_dst[i]]
         if a >= 0 and b >= 0 and a != b:
-            m = _add(src, dst, w, kind, elem, m, 2 * a + 1, 2 * b, 0.0, 6, b)
+            m = _add(edges, m, 2 * a + 1, 2 * b, 0.0, 6, b)
     return m
 
 
 @kernel
 def _kernel_edges(
-    t: F64,
+    nodes: Nodes,
     n_ops: int,
     kernel_rows: I64,
     k_kind: I64,
     k_stream: I64,
     k_launch: I64,
-    op_element: I64,
-    kernel_element: I64,
-    sync_src: I64,
-    sync_dst: I64,
-    sync_kind: I64,
-    join_of: I64,
-    src: I64,
-    dst: I64,
-    w: F64,
-    kind: I64,
-    elem: I64,
+    syncs: tuple[I64, I64, I64],
+    edges: Edges,
     m: int,
 ) -> int:  # pragma: no cover - compiled
+    t, op_element, kernel_element, join_of = nodes
+    sync_src, sync_dst, sync_kind = syncs
     n_k = len(kernel_rows)
     # the kernels each kernel was made to wait for (stream waits)
     wait_count = np.zeros(n_k + 1, dtype=np.int64)
@@ -355,12 +322,12 @@ def _kernel_edges(
         if sync_kind[i] == 0:
             b = op_element[sync_dst[i]]
             if b >= 0:
-                m = _add(src, dst, w, kind, elem, m, 2 * a + 1, 2 * b + 1, 0.0, 2, b)
+                m = _add(edges, m, 2 * a + 1, 2 * b + 1, 0.0, 2, b)
         else:
             b = kernel_element[sync_dst[i]]
             if b >= 0 and b != a:
                 wait_count[b - n_ops + 1] += 1
-                m = _add(src, dst, w, kind, elem, m, 2 * a + 1, 2 * b, 0.0, 2, b)
+                m = _add(edges, m, 2 * a + 1, 2 * b, 0.0, 2, b)
     for i in range(1, n_k + 1):
         wait_count[i] += wait_count[i - 1]
     waits = np.empty(wait_count[n_k], dtype=np.int64)
@@ -378,7 +345,7 @@ def _kernel_edges(
     for i in range(n_k):
         starts[i] = t[2 * (n_ops + i)]
         ends[i] = t[2 * (n_ops + i) + 1]
-    order = _sort4(k_stream, starts, ends, np.arange(n_k))
+    order = sort4(k_stream, starts, ends, np.arange(n_k))
     last = -1
     last_stream = -1
     for q in range(n_k):
@@ -387,10 +354,10 @@ def _kernel_edges(
         kk = k_kind[i]
         j = join_of[e]
         if j >= 0:
-            m = _add(src, dst, w, kind, elem, m, 2 * e, j, 0.0, kk, e)
-            m = _add(src, dst, w, kind, elem, m, j, 2 * e + 1, max(0.0, t[2 * e + 1] - t[j]), kk, e)
+            m = _add(edges, m, 2 * e, j, 0.0, kk, e)
+            m = _add(edges, m, j, 2 * e + 1, max(0.0, t[2 * e + 1] - t[j]), kk, e)
         else:
-            m = _add(src, dst, w, kind, elem, m, 2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), kk, e)
+            m = _add(edges, m, 2 * e, 2 * e + 1, max(0.0, t[2 * e + 1] - t[2 * e]), kk, e)
         prev = last if last_stream == k_stream[i] else -1
         op = op_element[k_launch[i]] if k_launch[i] >= 0 else -1
         counted_launch = False
@@ -403,9 +370,9 @@ def _kernel_edges(
                         counted_launch = False
                         break
             if counted_launch:
-                m = _add(src, dst, w, kind, elem, m, 2 * op, 2 * e, max(0.0, t[2 * e] - ls), 1, op)
+                m = _add(edges, m, 2 * op, 2 * e, max(0.0, t[2 * e] - ls), 1, op)
             else:
-                m = _add(src, dst, w, kind, elem, m, 2 * op, 2 * e, 0.0, 6, e)
+                m = _add(edges, m, 2 * op, 2 * e, 0.0, 6, e)
         if prev >= 0:
             gap = t[2 * e] - t[2 * prev + 1]
             counted_gap = (not counted_launch) and gap < 1500.0
@@ -414,7 +381,7 @@ def _kernel_edges(
                     if not t[2 * waits[x] + 1] < t[2 * prev + 1]:
                         counted_gap = False
                         break
-            m = _add(src, dst, w, kind, elem, m, 2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, 6, e)
+            m = _add(edges, m, 2 * prev + 1, 2 * e, max(0.0, gap) if counted_gap else 0.0, 6, e)
         last = e
         last_stream = k_stream[i]
     return m
@@ -469,11 +436,7 @@ def _heaviest(
     m = len(src)
     order = np.argsort(dst, kind="mergesort")
     order = order[np.argsort(src[order], kind="mergesort")]
-    first = np.zeros(n + 1, dtype=np.int64)
-    for i in range(m):
-        first[src[i] + 1] += 1
-    for v in range(n):
-        first[v + 1] += first[v]
+    first = offsets_of(src, n)
     indeg = np.zeros(n, dtype=np.int64)
     for i in range(m):
         indeg[dst[i]] += 1

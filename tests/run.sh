@@ -88,4 +88,8 @@ if [ -n "$neo4j_pid" ] && ! wait "$neo4j_pid"; then
   started=""
 fi
 
+# numba compiles ingest's kernels on first use and caches them on disk:
+# once here, not in every test worker nor inside a test's time bound.
+.venv/bin/python tests/warm_kernels.py
+
 .venv/bin/python -m pytest -q -n "${TRACEGRAPH_TEST_WORKERS:-2}" "$@"

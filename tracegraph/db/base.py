@@ -15,12 +15,9 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tracegraph import schema
-from tracegraph.columns import Table
 from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 
 # The layout of a stored trace (labels, properties, relationships), stored
@@ -33,6 +30,11 @@ LABELS = ("Trace", *(t.label for t in schema.NODE_TABLES if t.label is not None)
 # The per-trace nodes that cross-trace analyses (trace-diff, trace-diff-summary)
 # read: an engine that keeps each trace apart must also keep these together.
 CATALOG_LABELS = ("Trace", "OpTotals")
+
+if TYPE_CHECKING:  # numpy and the columns: only loads use them; a CLI query must not pay their import
+    import numpy as np
+
+    from tracegraph.columns import Table
 
 T = TypeVar("T")
 
@@ -148,6 +150,8 @@ class RelTable:
 def ends(frame: Table, column: str) -> np.ndarray:
     """The node positions a relationship column names: ``uid`` is each row
     of a node table itself; any other column holds positions (-1: none)."""
+    import numpy as np
+
     col = frame[column]
     if isinstance(col, np.ndarray) and col.dtype.kind in "iu":
         return col.astype(np.int64, copy=False)

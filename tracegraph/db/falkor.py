@@ -41,9 +41,8 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
 import redis
 from falkordb import FalkorDB
 from falkordb import Graph as FGraph
@@ -53,7 +52,6 @@ from falkordb.node import Node
 from falkordb.path import Path as FPath
 
 from tracegraph import schema
-from tracegraph.columns import Table
 from tracegraph.db.base import (
     CATALOG_LABELS,
     FINISHED_JOBS,
@@ -75,7 +73,6 @@ from tracegraph.db.base import (
     rows_query,
 )
 from tracegraph.db.falkor_layout import check_layout
-from tracegraph.db.values import as_tables
 from tracegraph.errors import (
     Conflict,
     DatabaseError,
@@ -86,6 +83,11 @@ from tracegraph.errors import (
     UserError,
     first_line,
 )
+
+if TYPE_CHECKING:  # numpy and the columns: only loads use them; a CLI query must not pay their import
+    import numpy as np
+
+    from tracegraph.columns import Table
 
 _SEP = "\x1f"  # ASCII unit separator: read_columns' column joiner
 # What a NUL character in a string is stored as, by either loader: FalkorDB's
@@ -253,6 +255,7 @@ class FalkorGraph:
         """One part, by bulk insert; by statements when a value cannot travel
         in bulk (the bulk graph removed first)."""
         from tracegraph.db.falkor_bulk import NotBulkable
+        from tracegraph.db.values import as_tables
 
         tables = as_tables(tables)
         catalog = [t for t in tables.nodes if t.label in CATALOG_LABELS]
@@ -531,7 +534,10 @@ class FalkorLoad:
         checkpoint("load-started")
 
     def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
+        import numpy as np
+
         from tracegraph.db import falkor_bulk, falkor_load
+        from tracegraph.db.values import as_tables
 
         tables = as_tables(tables)
         with self.lock:
@@ -584,6 +590,8 @@ class FalkorLoad:
             return len(self.first) - 1
 
     def _node_ids(self, label: str, refs: NodeRefs) -> np.ndarray:
+        import numpy as np
+
         out = np.empty(len(refs), dtype=np.int64)
         part = np.asarray(refs.part, dtype=np.int64)
         row = np.asarray(refs.row, dtype=np.int64)
@@ -596,6 +604,8 @@ class FalkorLoad:
         return out
 
     def link(self, links: list[Link], progress: Progress | None = None) -> None:
+        import numpy as np
+
         from tracegraph.db import falkor_bulk
 
         with self.lock:

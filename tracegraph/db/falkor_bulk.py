@@ -81,37 +81,46 @@ _AS_DOUBLE, _AS_INT, _AS_BOOL = 0, 1, 2
 
 
 @kernel
+def _number_width(v: float, how: int) -> int:  # pragma: no cover - compiled
+    """Bytes of a number's cell: a null for NaN and infinities."""
+    if not (v == v and v != np.inf and v != -np.inf):
+        return 1
+    return 2 if how == 2 else 9
+
+
+@kernel
+def _put_number(data: U8, o: int, v: float, how: int, scratch: I64) -> int:  # pragma: no cover - compiled
+    """Write a number's cell at ``o`` (a boolean, an integer when ``how``
+    asks and it is whole, else a double; NaN and infinities: null), using
+    ``scratch`` (one int64) for its bytes; returns the offset after it."""
+    if not (v == v and v != np.inf and v != -np.inf):
+        data[o] = 0
+        return o + 1
+    if how == 2:
+        data[o] = 1
+        data[o + 1] = 1 if v != 0 else 0
+        return o + 2
+    if how == 1 and v == np.floor(v) and abs(v) < 9.223372036854776e18:
+        data[o] = 4
+        scratch[0] = np.int64(v)
+    else:
+        data[o] = 2
+        scratch.view(np.float64)[0] = v
+    data[o + 1 : o + 9] = scratch.view(np.uint8)
+    return o + 9
+
+
+@kernel
 def _numeric_cells(x: F64, how: int) -> Cells:  # pragma: no cover - compiled
     """float64 values (NaN and infinities: null) as cells."""
     n = len(x)
     offsets = np.zeros(n + 1, dtype=np.int64)
-    width = 2 if how == 2 else 9
     for i in range(n):
-        v = x[i]
-        ok = v == v and v != np.inf and v != -np.inf
-        offsets[i + 1] = offsets[i] + (width if ok else 1)
+        offsets[i + 1] = offsets[i] + _number_width(x[i], how)
     data = np.empty(offsets[n], dtype=np.uint8)
-    i64 = np.empty(1, dtype=np.int64)
-    f64 = np.empty(1, dtype=np.float64)
-    i64b = i64.view(np.uint8)
-    f64b = f64.view(np.uint8)
+    scratch = np.zeros(1, dtype=np.int64)
     for i in range(n):
-        o = offsets[i]
-        v = x[i]
-        if offsets[i + 1] - o == 1:
-            data[o] = 0
-            continue
-        if how == 2:
-            data[o] = 1
-            data[o + 1] = 1 if v != 0 else 0
-        elif how == 1 and v == np.floor(v) and abs(v) < 9.223372036854776e18:
-            data[o] = 4
-            i64[0] = np.int64(v)
-            data[o + 1 : o + 9] = i64b
-        else:
-            data[o] = 2
-            f64[0] = v
-            data[o + 1 : o + 9] = f64b
+        _put_number(data, offsets[i], x[i], how, scratch)
     return data, offsets
 
 
@@ -207,24 +216,18 @@ def _list_cells(
             elif elem_how == 1:
                 size += 9
             else:
-                v = elem[j]
-                if not (v == v and v != np.inf and v != -np.inf):
-                    size += 1
-                else:
-                    size += 2 if elem_how == 2 else 9
+                size += _number_width(elem[j], elem_how)
         out_off[i + 1] = out_off[i] + size
     data = np.empty(out_off[n], dtype=np.uint8)
-    i64 = np.empty(1, dtype=np.int64)
-    f64 = np.empty(1, dtype=np.float64)
-    i64b = i64.view(np.uint8)
-    f64b = f64.view(np.uint8)
+    scratch = np.zeros(1, dtype=np.int64)
+    i64b = scratch.view(np.uint8)
     for i in range(n):
         o = out_off[i]
         if not present[i]:
             data[o] = 0
             continue
         data[o] = 5
-        i64[0] = offsets[i + 1] - offsets[i]
+        scratch[0] = offsets[i + 1] - offsets[i]
         data[o + 1 : o + 9] = i64b
         o += 9
         for j in range(offsets[i], offsets[i + 1]):
@@ -241,23 +244,11 @@ def _list_cells(
                     o += b - a + 2
             elif elem_how == 1:
                 data[o] = 4
-                i64[0] = ielem[j]
+                scratch[0] = ielem[j]
                 data[o + 1 : o + 9] = i64b
                 o += 9
             else:
-                v = elem[j]
-                if not (v == v and v != np.inf and v != -np.inf):
-                    data[o] = 0
-                    o += 1
-                elif elem_how == 2:
-                    data[o] = 1
-                    data[o + 1] = 1 if v != 0 else 0
-                    o += 2
-                else:
-                    data[o] = 2
-                    f64[0] = v
-                    data[o + 1 : o + 9] = f64b
-                    o += 9
+                o = _put_number(data, o, elem[j], elem_how, scratch)
     return data, out_off
 
 

@@ -31,6 +31,7 @@ from tracegraph.ingest.formats.kineto import scan
 from tracegraph.ingest.formats.kineto.run import RunFacts, info_rank, run_facts
 from tracegraph.ingest.formats.kineto.scan import V_CODE, V_INT, V_NONE
 from tracegraph.ingest.formats.kit import Role
+from tracegraph.ingest.hb import offsets_of, sort4
 
 # The categories of host spans as shown (``category``), by scan.HOST_CATEGORIES.
 SHOWN_CATEGORIES = (
@@ -794,6 +795,30 @@ def _pair(
 
 
 @kernel
+def _after(values: I64, order: I64, a: int, b: int, t: int, inclusive: bool) -> int:  # pragma: no cover - compiled
+    """The first position q in [a, b) of ``order`` (ascending by ``values``)
+    whose value is past ``t`` (with ``inclusive``: above it, else: at or above)."""
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = values[order[mid]]
+        if v < t or (inclusive and v == t):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def _stream_row(sdevs: I64, sstreams: I64, ns: int, device: int, stream: int) -> int:  # pragma: no cover - compiled
+    """The stream (device, stream) among the first ``ns``, or -1."""
+    for s in range(ns):
+        if sdevs[s] == device and sstreams[s] == stream:
+            return s
+    return -1
+
+
+@kernel
 def _sync_edges(
     kinds: I64,
     sdev: I64,
@@ -834,19 +859,8 @@ def _sync_edges(
             found = ns
             ns += 1
         sid[i] = found
-    # sort by (stream, start, end, uid)
-    keys_a = np.empty((nk, 4), dtype=np.int64)
-    for i in range(nk):
-        keys_a[i, 0] = sid[i]
-        keys_a[i, 1] = kstart[i]
-        keys_a[i, 2] = kend[i]
-        keys_a[i, 3] = klex[i]
-    by_start = _lexsort4(keys_a)
-    starts_first = np.zeros(ns + 1, dtype=np.int64)
-    for i in range(nk):
-        starts_first[sid[i] + 1] += 1
-    for s in range(ns):
-        starts_first[s + 1] += starts_first[s]
+    by_start = sort4(sid, kstart, kend, klex)  # by (stream, start, end, uid)
+    starts_first = offsets_of(sid, ns)
     launched = np.zeros(nk, dtype=np.int64)
     nl = 0
     for i in range(nk):
@@ -854,19 +868,8 @@ def _sync_edges(
             launched[nl] = i
             nl += 1
     launched = launched[:nl]
-    keys_b = np.empty((nl, 4), dtype=np.int64)
-    for k in range(nl):
-        i = launched[k]
-        keys_b[k, 0] = sid[i]
-        keys_b[k, 1] = klaunch[i]
-        keys_b[k, 2] = klex[i]
-        keys_b[k, 3] = 0
-    by_launch = launched[_lexsort4(keys_b)]
-    launch_first = np.zeros(ns + 1, dtype=np.int64)
-    for k in range(nl):
-        launch_first[sid[launched[k]] + 1] += 1
-    for s in range(ns):
-        launch_first[s + 1] += launch_first[s]
+    by_launch = launched[sort4(sid[launched], klaunch[launched], klex[launched], np.zeros(nl, dtype=np.int64))]
+    launch_first = offsets_of(sid[launched], ns)
     out_src = np.zeros(len(kinds) * (ns + 1) + 1, dtype=np.int64)
     out_dst = np.zeros(len(kinds) * (ns + 1) + 1, dtype=np.int64)
     out_kind = np.zeros(len(kinds) * (ns + 1) + 1, dtype=np.int64)
@@ -883,14 +886,8 @@ def _sync_edges(
                 if kd == 0 and sstreams[s] != sstream[r]:
                     continue
                 # the stream's kernel that started last at or before the record's end
-                a, b = starts_first[s], starts_first[s + 1]
-                lo, hi = a, b
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if kstart[by_start[mid]] <= send[r]:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                a = starts_first[s]
+                lo = _after(kstart, by_start, a, starts_first[s + 1], send[r], True)
                 if lo > a:
                     out_src[m] = by_start[lo - 1]
                     out_dst[m] = c
@@ -901,19 +898,12 @@ def _sync_edges(
                 continue
             t = op_start[rec[r]]
             src = -1
-            for s in range(ns):
-                if sdevs[s] == sdev[r] and sstreams[s] == swstream[r]:
-                    a, b = launch_first[s], launch_first[s + 1]
-                    lo, hi = a, b
-                    while lo < hi:
-                        mid = (lo + hi) // 2
-                        if klaunch[by_launch[mid]] < t:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    if lo > a:
-                        src = by_launch[lo - 1]
-                    break
+            s = _stream_row(sdevs, sstreams, ns, sdev[r], swstream[r])
+            if s >= 0:
+                a = launch_first[s]
+                lo = _after(klaunch, by_launch, a, launch_first[s + 1], t, False)
+                if lo > a:
+                    src = by_launch[lo - 1]
             if kd == 2:
                 if src >= 0:
                     out_src[m] = src
@@ -923,71 +913,20 @@ def _sync_edges(
             else:
                 tc = op_start[c]
                 nxt = -1
-                for s in range(ns):
-                    if sdevs[s] == sdev[r] and sstreams[s] == sstream[r]:
-                        a, b = launch_first[s], launch_first[s + 1]
-                        lo, hi = a, b
-                        while lo < hi:
-                            mid = (lo + hi) // 2
-                            if klaunch[by_launch[mid]] <= tc:
-                                lo = mid + 1
-                            else:
-                                hi = mid
-                        for q in range(lo, b):
-                            k = by_launch[q]
-                            if kpid[k] == pid[c] and ktid[k] == tid[c]:
-                                nxt = k
-                                break
-                        break
+                s = _stream_row(sdevs, sstreams, ns, sdev[r], sstream[r])
+                if s >= 0:
+                    b = launch_first[s + 1]
+                    for q in range(_after(klaunch, by_launch, launch_first[s], b, tc, True), b):
+                        k = by_launch[q]
+                        if kpid[k] == pid[c] and ktid[k] == tid[c]:
+                            nxt = k
+                            break
                 if src >= 0 and nxt >= 0 and src != nxt:
                     out_src[m] = src
                     out_dst[m] = nxt
                     out_kind[m] = 1
                     m += 1
     return out_src[:m], out_dst[:m], out_kind[:m]
-
-
-@kernel
-def _lexsort4(k: I64) -> I64:  # pragma: no cover - compiled
-    """Row order by the 4 columns of ``k``, first column first."""
-    n = len(k)
-    order = np.arange(n)
-    # merge sort on rows
-    tmp = np.empty(n, dtype=np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i, j, o = lo, mid, lo
-            while i < mid and j < hi:
-                a, b = order[i], order[j]
-                less_eq = True
-                for c in range(4):
-                    if k[b, c] < k[a, c]:
-                        less_eq = False
-                        break
-                    if k[b, c] > k[a, c]:
-                        break
-                if less_eq:
-                    tmp[o] = a
-                    i += 1
-                else:
-                    tmp[o] = b
-                    j += 1
-                o += 1
-            while i < mid:
-                tmp[o] = order[i]
-                i += 1
-                o += 1
-            while j < hi:
-                tmp[o] = order[j]
-                j += 1
-                o += 1
-        for x in range(n):
-            order[x] = tmp[x]
-        width *= 2
-    return order
 
 
 def _collective_fields(name: str, args: dict[str, Any]) -> dict[str, Any]:

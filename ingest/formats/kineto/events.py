@@ -268,41 +268,30 @@ def _decoded(path: Path, header: dict[str, Any]) -> RankEvents:
                 )
                 continue
             args = _args(path, i, ev)
+            row = np.zeros(scan.D_FIELDS if cat in device else scan.S_FIELDS, dtype=object)
+            row[scan.X_INDEX] = i
+            row[scan.X_TS], row[scan.X_END] = start, start + dur
+            _put(row, scan.X_DEV, value(args.get("device", ev.pid)))
+            _put(row, scan.X_CORR, value(args.get("correlation"), "correlation" in args))
             if cat in device:
-                devs.append(
-                    [
-                        i,
-                        name,
-                        device[cat],
-                        *value(args.get("device", ev.pid)),
-                        *value(args.get("stream", ev.tid)),
-                        start,
-                        start + dur,
-                        *value(args.get("correlation"), "correlation" in args),
-                        *(
-                            x
-                            for k in ("bytes", "Collective name", "Process Group Name", "Process Group Ranks")
-                            for x in value(args.get(k), k in args)
-                        ),
-                    ]
-                )
+                row[scan.D_NAME], row[scan.D_CAT] = name, device[cat]
+                _put(row, scan.X_STREAM, value(args.get("stream", ev.tid)))
+                for col, k in (
+                    (scan.D_BYTES, "bytes"),
+                    (scan.D_COLL, "Collective name"),
+                    (scan.D_GROUP, "Process Group Name"),
+                    (scan.D_RANKS, "Process Group Ranks"),
+                ):
+                    _put(row, col, value(args.get(k), k in args))
+                devs.append(row.tolist())
             else:
                 kind = args["cuda_sync_kind"] if "cuda_sync_kind" in args else ("" if ev.name is None else str(ev.name))
-                syncs.append(
-                    [
-                        i,
-                        *value(kind),
-                        *value(args.get("device", ev.pid)),
-                        *value(args.get("stream"), "stream" in args),
-                        start,
-                        start + dur,
-                        *value(args.get("correlation"), "correlation" in args),
-                        *value(args.get("wait_on_stream"), "wait_on_stream" in args),
-                        *value(
-                            args.get("wait_on_cuda_event_record_corr_id"), "wait_on_cuda_event_record_corr_id" in args
-                        ),
-                    ]
-                )
+                _put(row, scan.X_STREAM, value(args.get("stream"), "stream" in args))
+                _put(row, scan.S_KIND, value(kind))
+                _put(row, scan.S_WSTREAM, value(args.get("wait_on_stream"), "wait_on_stream" in args))
+                key = "wait_on_cuda_event_record_corr_id"
+                _put(row, scan.S_WREC, value(args.get(key), key in args))
+                syncs.append(row.tolist())
         elif ph == "i" or ph == "I":
             if ev.name != "[memory]":
                 continue
@@ -340,6 +329,11 @@ def _decoded(path: Path, header: dict[str, Any]) -> RankEvents:
         value.values,
         skipped,
     )
+
+
+def _put(row: npt.NDArray[Any], col: int, kind_value: tuple[int, int]) -> None:
+    """A field's (kind, value) into columns (col, col + 1) of ``row``."""
+    row[col], row[col + 1] = kind_value
 
 
 def _rows(rows: list[list[int]], width: int) -> npt.NDArray[np.int64]:

@@ -69,6 +69,8 @@ OTHER_ARGS = (
 ARGS = KEPT_ARGS + OTHER_ARGS
 A = {name: i for i, name in enumerate(ARGS)}
 
+# A field a row has not (see _put_values).
+NONE = (-1, -1, -1)
 # Lowercased span categories, by class (see .rank): host, device, sync.
 HOST_CATEGORIES = ("cpu_op", "operator", "user_annotation", "python_function", "cuda_runtime", "runtime", "cuda_driver")
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")
@@ -79,47 +81,17 @@ V_NONE, V_INT, V_CODE = 0, 1, 2
 # host spans
 O_INDEX, O_NAME, O_CAT, O_PID, O_PIDV, O_TID, O_TIDV, O_TS, O_END, O_CORR, O_CORRV = range(11)
 O_FIELDS = 11
-# device spans: name, category, device and stream (args, else pid and tid), correlation, kept args
-(
-    D_INDEX,
-    D_NAME,
-    D_CAT,
-    D_DEV,
-    D_DEVV,
-    D_STREAM,
-    D_STREAMV,
-    D_TS,
-    D_END,
-    D_CORR,
-    D_CORRV,
-    D_BYTES,
-    D_BYTESV,
-    D_COLL,
-    D_COLLV,
-    D_GROUP,
-    D_GROUPV,
-    D_RANKS,
-    D_RANKSV,
-) = range(19)
+# Device spans and cuda_sync records share their leading columns: the
+# event, its device (args, else pid) and stream (args; device spans: else
+# tid), its times and its correlation; then their own.
+X_INDEX, X_DEV, X_DEVV, X_STREAM, X_STREAMV, X_TS, X_END, X_CORR, X_CORRV = range(9)
+# device spans: then name, category, and the kept args
+D_INDEX, D_DEV, D_DEVV, D_STREAM, D_STREAMV, D_TS, D_END, D_CORR, D_CORRV = range(9)
+D_NAME, D_CAT, D_BYTES, D_BYTESV, D_COLL, D_COLLV, D_GROUP, D_GROUPV, D_RANKS, D_RANKSV = range(9, 19)
 D_FIELDS = 19
-# cuda_sync records: kind (cuda_sync_kind, else the name: a value), device (args, else pid), stream, ...
-(
-    S_INDEX,
-    S_KIND,
-    S_KINDV,
-    S_DEV,
-    S_DEVV,
-    S_STREAM,
-    S_STREAMV,
-    S_TS,
-    S_END,
-    S_CORR,
-    S_CORRV,
-    S_WSTREAM,
-    S_WSTREAMV,
-    S_WREC,
-    S_WRECV,
-) = range(15)
+# cuda_sync records: then kind (cuda_sync_kind, else the name), the stream and record waited on
+S_INDEX, S_DEV, S_DEVV, S_STREAM, S_STREAMV, S_TS, S_END, S_CORR, S_CORRV = range(9)
+S_KIND, S_KINDV, S_WSTREAM, S_WSTREAMV, S_WREC, S_WRECV = range(9, 15)
 S_FIELDS = 15
 # [memory] records
 M_INDEX, M_PID, M_PIDV, M_TID, M_TIDV, M_TS, M_BYTES, M_BYTESV, M_ADDR, M_ADDRV, M_TOTAL, M_TOTALV = range(12)
@@ -374,18 +346,12 @@ def _number(buf: U8, i: int, n: int) -> tuple[Any, bool]:  # pragma: no cover - 
     else:
         return _BAD, False
     integer = True
-    if i < n and buf[i] == 46:
+    for part in range(2):  # a fraction (.digits), then an exponent (e[+-]digits)
+        if i >= n or not ((part == 0 and buf[i] == 46) or (part == 1 and (buf[i] == 101 or buf[i] == 69))):
+            continue
         integer = False
         i += 1
-        d = i
-        while i < n and 48 <= buf[i] <= 57:
-            i += 1
-        if i == d:
-            return (_INCOMPLETE if i >= n else _BAD), False
-    if i < n and (buf[i] == 101 or buf[i] == 69):
-        integer = False
-        i += 1
-        if i < n and (buf[i] == 43 or buf[i] == 45):
+        if part == 1 and i < n and (buf[i] == 43 or buf[i] == 45):
             i += 1
         d = i
         while i < n and 48 <= buf[i] <= 57:
@@ -414,6 +380,26 @@ def _literal(buf: U8, i: int, n: int) -> int:  # pragma: no cover - compiled
         if buf[i + k] != ord(word[k]):
             return _BAD
     return i + len(word)
+
+
+@kernel
+def _key(buf: U8, i: int, n: int) -> Any:  # pragma: no cover - compiled
+    """An object's key at ``i``, its colon and the space after: the index
+    of its value (or _INCOMPLETE / _BAD)."""
+    if buf[i] != 34:
+        return _BAD
+    i, _ = _string(buf, i, n)
+    if i < 0:
+        return i
+    i = _ws(buf, i, n)
+    if i >= n:
+        return _INCOMPLETE
+    if buf[i] != 58:
+        return _BAD
+    i = _ws(buf, i + 1, n)
+    if i >= n:
+        return _INCOMPLETE
+    return i
 
 
 @kernel
@@ -446,19 +432,9 @@ def _value(buf: U8, i: int, n: int, stack: U8) -> Any:  # pragma: no cover - com
                 depth -= 1
                 i += 1
             elif c == 123:
-                if buf[i] != 34:
-                    return _BAD
-                i, _ = _string(buf, i, n)
+                i = _key(buf, i, n)
                 if i < 0:
                     return i
-                i = _ws(buf, i, n)
-                if i >= n:
-                    return _INCOMPLETE
-                if buf[i] != 58:
-                    return _BAD
-                i = _ws(buf, i + 1, n)
-                if i >= n:
-                    return _INCOMPLETE
                 continue
             else:
                 continue
@@ -485,19 +461,9 @@ def _value(buf: U8, i: int, n: int, stack: U8) -> Any:  # pragma: no cover - com
                 if i >= n:
                     return _INCOMPLETE
                 if top == 123:
-                    if buf[i] != 34:
-                        return _BAD
-                    i, _ = _string(buf, i, n)
+                    i = _key(buf, i, n)
                     if i < 0:
                         return i
-                    i = _ws(buf, i, n)
-                    if i >= n:
-                        return _INCOMPLETE
-                    if buf[i] != 58:
-                        return _BAD
-                    i = _ws(buf, i + 1, n)
-                    if i >= n:
-                        return _INCOMPLETE
                 break
             if c == (125 if top == 123 else 93):
                 depth -= 1
@@ -509,25 +475,9 @@ def _value(buf: U8, i: int, n: int, stack: U8) -> Any:  # pragma: no cover - com
 
 
 @kernel
-def _match(buf: U8, s: int, e: int, words: U8, offsets: I64) -> int:  # pragma: no cover - compiled
-    """The index of the word ``buf[s:e]`` is among ``words``, or -1."""
-    n = e - s
-    for w in range(len(offsets) - 1):
-        o = offsets[w]
-        if offsets[w + 1] - o != n:
-            continue
-        same = True
-        for k in range(n):
-            if buf[s + k] != words[o + k]:
-                same = False
-                break
-        if same:
-            return w
-    return -1
-
-
-@kernel
-def _match_lower(buf: U8, s: int, e: int, words: U8, offsets: I64) -> int:  # pragma: no cover - compiled
+def _match(buf: U8, s: int, e: int, words: U8, offsets: I64, lower: bool = False) -> int:  # pragma: no cover - compiled
+    """The index of the word ``buf[s:e]`` (ASCII-lowercased with ``lower``)
+    among ``words``, or -1."""
     n = e - s
     for w in range(len(offsets) - 1):
         o = offsets[w]
@@ -536,7 +486,7 @@ def _match_lower(buf: U8, s: int, e: int, words: U8, offsets: I64) -> int:  # pr
         same = True
         for k in range(n):
             c = buf[s + k]
-            if 65 <= c <= 90:
+            if lower and 65 <= c <= 90:
                 c += 32
             if c != words[o + k]:
                 same = False
@@ -571,33 +521,33 @@ def _ns(buf: U8, s: int, e: int) -> tuple[Any, bool]:  # pragma: no cover - comp
         i += 1
     digits = np.int64(0)
     count = 0
-    scale = 3  # value * 10**scale = ns, before the fraction and exponent
-    while i < e and 48 <= buf[i] <= 57:
-        if count >= 18:
-            return np.int64(0), False
-        digits = digits * 10 + (buf[i] - 48)
-        if digits > 0:
-            count += 1
-        i += 1
+    scale = 3  # value * 10**scale = ns, before the fraction
     frac = 0
     dropped = np.int64(0)  # the dropped digits past the nanosecond
     dropped_n = 0
-    if i < e and buf[i] == 46:
-        i += 1
-        while i < e and 48 <= buf[i] <= 57:
-            if frac < 3:
-                if count >= 18:
-                    return np.int64(0), False
-                digits = digits * 10 + (buf[i] - 48)
-                if digits > 0:
-                    count += 1
-                frac += 1
-            else:
-                if dropped_n >= 18:
-                    return np.int64(0), False
-                dropped = dropped * 10 + (buf[i] - 48)
-                dropped_n += 1
+    point = False
+    while i < e:
+        c = buf[i]
+        if c == 46 and not point:
+            point = True
             i += 1
+            continue
+        if not 48 <= c <= 57:
+            break
+        if not point or frac < 3:
+            if count >= 18:
+                return np.int64(0), False
+            digits = digits * 10 + (c - 48)
+            if digits > 0:
+                count += 1
+            if point:
+                frac += 1
+        else:
+            if dropped_n >= 18:
+                return np.int64(0), False
+            dropped = dropped * 10 + (c - 48)
+            dropped_n += 1
+        i += 1
     if i < e:
         return np.int64(0), False  # an exponent: read by FALLBACK
     scale -= frac
@@ -668,6 +618,32 @@ def _scalar(
 
 
 @kernel
+def _put_values(
+    table: I64,
+    r: int,
+    buf: U8,
+    fields: Any,
+    vslots: I64,
+    voff: I64,
+    vhash: U64,
+    vdata: U8,
+    vcount: I64,
+) -> int:  # pragma: no cover - compiled
+    """Row ``r`` of ``table``: each field (column, start, end of its value
+    in ``buf``) as (kind, value) in columns (column, column + 1); 0, or
+    -1 (a dictionary is full: grow) / -2 (FALLBACK)."""
+    for col, s, e in fields:
+        if col < 0:
+            continue
+        kd, v = _scalar(buf, s, e, vslots, voff, vhash, vdata, vcount)
+        if kd < 0:
+            return -1 if kd == -1 else -2
+        table[r, col] = kd
+        table[r, col + 1] = v
+    return 0
+
+
+@kernel
 def _compact(buf: U8, s: int, e: int, out: U8, o: int) -> int:  # pragma: no cover - compiled
     """Copy the JSON value ``buf[s:e]`` to ``out[o:]`` as the attrs
     encoder writes it (no whitespace; a decimal number as a string):
@@ -676,22 +652,14 @@ def _compact(buf: U8, s: int, e: int, out: U8, o: int) -> int:  # pragma: no cov
     in_string = False
     while i < e:
         c = buf[i]
-        if in_string:
-            if c == 92:
-                return -2
+        if in_string and c == 92:
+            return -2
+        if not in_string and (c == 32 or c == 10 or c == 13 or c == 9):
+            i += 1
+            continue
+        if in_string or c == 34:
             if c == 34:
-                in_string = False
-            if o >= len(out):
-                return -1
-            out[o] = c
-            o += 1
-            i += 1
-            continue
-        if c == 32 or c == 10 or c == 13 or c == 9:
-            i += 1
-            continue
-        if c == 34:
-            in_string = True
+                in_string = not in_string
             if o >= len(out):
                 return -1
             out[o] = c
@@ -910,21 +878,14 @@ def scan(
         cat_class = -1
         if ph == 88:  # X
             cs = ev_s[K_CAT]
-            if cs >= 0 and buf[cs] != 110:
-                if buf[cs] != 34 or ev_x[K_CAT]:
-                    return FALLBACK, start, index, 12
-                cat_class = _match_lower(buf, cs + 1, ev_e[K_CAT] - 1, categories, category_offsets)
-                if cat_class < 0:
-                    code = _insert(cslots, coff, chash, cdata, ccount, buf, cs + 1, ev_e[K_CAT] - 1, True)
-                    if code < 0 or code >= len(skipped):
-                        return GROW, start, index, 0
-                    skipped[code] += 1
-                    index += 1
-                    pos = end_of_event
-                    first = False
-                    continue
-            else:
-                code = _insert(cslots, coff, chash, cdata, ccount, buf, 0, 0, False)  # ""
+            named = cs >= 0 and buf[cs] != 110  # (no category, or null: "")
+            if named and (buf[cs] != 34 or ev_x[K_CAT]):
+                return FALLBACK, start, index, 12
+            if named:
+                cat_class = _match(buf, cs + 1, ev_e[K_CAT] - 1, categories, category_offsets, True)
+            if cat_class < 0:  # a span of a category the graph does not read: counted
+                a, b = (cs + 1, ev_e[K_CAT] - 1) if named else (0, 0)
+                code = _insert(cslots, coff, chash, cdata, ccount, buf, a, b, True)
                 if code < 0 or code >= len(skipped):
                     return GROW, start, index, 0
                 skipped[code] += 1
@@ -1054,28 +1015,18 @@ def scan(
             for k in range(host_shown_offsets[cat_class], host_shown_offsets[cat_class + 1]):
                 attrs[o] = host_shown[k]
                 o += 1
-            for b in b'","pid":':
-                attrs[o] = b
-                o += 1
-            if ev_s[K_PID] < 0:
-                for b in b"null":
+            for f in (K_PID, K_TID):
+                for b in b'","pid":' if f == K_PID else b',"tid":':
                     attrs[o] = b
                     o += 1
-            else:
-                o = _compact(buf, ev_s[K_PID], ev_e[K_PID], attrs, o)
-                if o < 0:
-                    return (GROW if o == -1 else FALLBACK), start, index, 22
-            for b in b',"tid":':
-                attrs[o] = b
-                o += 1
-            if ev_s[K_TID] < 0:
-                for b in b"null":
-                    attrs[o] = b
-                    o += 1
-            else:
-                o = _compact(buf, ev_s[K_TID], ev_e[K_TID], attrs, o)
-                if o < 0:
-                    return (GROW if o == -1 else FALLBACK), start, index, 22
+                if ev_s[f] < 0:
+                    for b in b"null":
+                        attrs[o] = b
+                        o += 1
+                else:
+                    o = _compact(buf, ev_s[f], ev_e[f], attrs, o)
+                    if o < 0:
+                        return (GROW if o == -1 else FALLBACK), start, index, 22
             for a in range(len(quoted_kept_offsets) - 1):
                 if ar_s[a] < 0:
                     continue
@@ -1090,99 +1041,72 @@ def scan(
             counts[6] = o
             attr_offsets[r + 1] = o
             counts[0] = r + 1
-        elif kind == 2:
-            r = counts[1]
-            devs[r, D_INDEX] = index
-            devs[r, D_NAME] = name_code
-            devs[r, D_CAT] = cat_class - n_host
-            a = 8  # device, else pid
-            s_, e_ = (ar_s[a], ar_e[a]) if ar_s[a] >= 0 else (ev_s[K_PID], ev_e[K_PID])
-            kd, v = _scalar(buf, s_, e_, vslots, voff, vhash, vdata, vcount)
-            if kd < 0:
-                return (GROW if kd == -1 else FALLBACK), start, index, 24
-            devs[r, D_DEV] = kd
-            devs[r, D_DEVV] = v
-            a = 7  # stream, else tid
-            s_, e_ = (ar_s[a], ar_e[a]) if ar_s[a] >= 0 else (ev_s[K_TID], ev_e[K_TID])
-            kd, v = _scalar(buf, s_, e_, vslots, voff, vhash, vdata, vcount)
-            if kd < 0:
-                return (GROW if kd == -1 else FALLBACK), start, index, 24
-            devs[r, D_STREAM] = kd
-            devs[r, D_STREAMV] = v
-            devs[r, D_TS] = ts
-            devs[r, D_END] = end
-            for col, a in ((D_CORR, 5), (D_BYTES, 10), (D_COLL, 11), (D_GROUP, 12), (D_RANKS, 13)):
-                kd, v = _scalar(buf, ar_s[a], ar_e[a], vslots, voff, vhash, vdata, vcount)
-                if kd < 0:
-                    return (GROW if kd == -1 else FALLBACK), start, index, 25
-                devs[r, col] = kd
-                devs[r, col + 1] = v
-            counts[1] = r + 1
-        elif kind == 3:
-            r = counts[2]
-            syncs[r, S_INDEX] = index
-            a = 14  # cuda_sync_kind, else the name
-            if ar_s[a] >= 0:
-                kd, v = _scalar(buf, ar_s[a], ar_e[a], vslots, voff, vhash, vdata, vcount)
-            else:
-                kd, v = _scalar(buf, ev_s[K_NAME], ev_e[K_NAME], vslots, voff, vhash, vdata, vcount)
-            if kd < 0:
-                return (GROW if kd == -1 else FALLBACK), start, index, 26
-            syncs[r, S_KIND] = kd
-            syncs[r, S_KINDV] = v
-            a = 8
-            s_, e_ = (ar_s[a], ar_e[a]) if ar_s[a] >= 0 else (ev_s[K_PID], ev_e[K_PID])
-            kd, v = _scalar(buf, s_, e_, vslots, voff, vhash, vdata, vcount)
-            if kd < 0:
-                return (GROW if kd == -1 else FALLBACK), start, index, 26
-            syncs[r, S_DEV] = kd
-            syncs[r, S_DEVV] = v
-            for col, a in ((S_STREAM, 7), (S_CORR, 5), (S_WSTREAM, 15), (S_WREC, 16)):
-                kd, v = _scalar(buf, ar_s[a], ar_e[a], vslots, voff, vhash, vdata, vcount)
-                if kd < 0:
-                    return (GROW if kd == -1 else FALLBACK), start, index, 26
-                syncs[r, col] = kd
-                syncs[r, col + 1] = v
-            syncs[r, S_TS] = ts
-            syncs[r, S_END] = end
-            counts[2] = r + 1
-        elif kind == 4:
-            if ar_s[17] < 0:
-                return FALLBACK, start, index, 27  # [memory] without Bytes: refused
-            r = counts[3]
-            mems[r, M_INDEX] = index
-            mems[r, M_TS] = ts
-            for col, s_, e_ in (
-                (M_PID, ev_s[K_PID], ev_e[K_PID]),
-                (M_TID, ev_s[K_TID], ev_e[K_TID]),
-                (M_BYTES, ar_s[17], ar_e[17]),
-                (M_ADDR, ar_s[18], ar_e[18]),
-                (M_TOTAL, ar_s[19], ar_e[19]),
-                (M_DTYPE, ar_s[20], ar_e[20]),
-                (M_DID, ar_s[21], ar_e[21]),
-            ):
-                kd, v = _scalar(buf, s_, e_, vslots, voff, vhash, vdata, vcount)
-                if kd < 0:
-                    return (GROW if kd == -1 else FALLBACK), start, index, 28
-                mems[r, col] = kd
-                mems[r, col + 1] = v
-            counts[3] = r + 1
         else:
-            r = counts[4]
-            flows[r, F_INDEX] = index
-            flows[r, F_END] = 1 if ph == 102 else 0
-            flows[r, F_TS] = ts
-            for col, s_, e_ in (
-                (F_PID, ev_s[K_PID], ev_e[K_PID]),
-                (F_TID, ev_s[K_TID], ev_e[K_TID]),
-                (F_ID, ev_s[K_ID], ev_e[K_ID]),
-            ):
-                kd, v = _scalar(buf, s_, e_, vslots, voff, vhash, vdata, vcount)
-                if kd < 0:
-                    return (GROW if kd == -1 else FALLBACK), start, index, 29
-                flows[r, col] = kd
-                flows[r, col + 1] = v
-            counts[4] = r + 1
+            # the row of a device span, sync record, memory record or flow:
+            # its fixed columns, then its values (NONE: a field it has not)
+            if kind == 2 or kind == 3:
+                dev_s, dev_e = (ar_s[8], ar_e[8]) if ar_s[8] >= 0 else (ev_s[K_PID], ev_e[K_PID])  # device, else pid
+                str_s, str_e = ar_s[7], ar_e[7]
+                if str_s < 0 and kind == 2:  # a device span's stream: else its tid
+                    str_s, str_e = ev_s[K_TID], ev_e[K_TID]
+                shared = ((X_DEV, dev_s, dev_e), (X_STREAM, str_s, str_e), (X_CORR, ar_s[5], ar_e[5]))
+                if kind == 2:
+                    table, t_col = devs, 1
+                    devs[counts[1], D_NAME] = name_code
+                    devs[counts[1], D_CAT] = cat_class - n_host
+                    own = (
+                        (D_BYTES, ar_s[10], ar_e[10]),
+                        (D_COLL, ar_s[11], ar_e[11]),
+                        (D_GROUP, ar_s[12], ar_e[12]),
+                        (D_RANKS, ar_s[13], ar_e[13]),
+                    )
+                else:
+                    table, t_col = syncs, 2
+                    kind_s, kind_e = (ar_s[14], ar_e[14]) if ar_s[14] >= 0 else (ev_s[K_NAME], ev_e[K_NAME])
+                    own = (
+                        (S_KIND, kind_s, kind_e),
+                        (S_WSTREAM, ar_s[15], ar_e[15]),
+                        (S_WREC, ar_s[16], ar_e[16]),
+                        NONE,
+                    )
+                fields = shared + own
+                times = (X_TS, X_END)
+            elif kind == 4:
+                if ar_s[17] < 0:
+                    return FALLBACK, start, index, 27  # [memory] without Bytes: refused
+                table, t_col = mems, 3
+                fields = (
+                    (M_PID, ev_s[K_PID], ev_e[K_PID]),
+                    (M_TID, ev_s[K_TID], ev_e[K_TID]),
+                    (M_BYTES, ar_s[17], ar_e[17]),
+                    (M_ADDR, ar_s[18], ar_e[18]),
+                    (M_TOTAL, ar_s[19], ar_e[19]),
+                    (M_DTYPE, ar_s[20], ar_e[20]),
+                    (M_DID, ar_s[21], ar_e[21]),
+                )
+                times = (M_TS, -1)
+            else:
+                table, t_col = flows, 4
+                flows[counts[4], F_END] = 1 if ph == 102 else 0
+                fields = (
+                    (F_PID, ev_s[K_PID], ev_e[K_PID]),
+                    (F_TID, ev_s[K_TID], ev_e[K_TID]),
+                    (F_ID, ev_s[K_ID], ev_e[K_ID]),
+                    NONE,
+                    NONE,
+                    NONE,
+                    NONE,
+                )
+                times = (F_TS, -1)
+            r = counts[t_col]
+            table[r, 0] = index
+            table[r, times[0]] = ts
+            if times[1] >= 0:
+                table[r, times[1]] = end
+            got = _put_values(table, r, buf, fields, vslots, voff, vhash, vdata, vcount)
+            if got < 0:
+                return (GROW if got == -1 else FALLBACK), start, index, 24
+            counts[t_col] = r + 1
         index += 1
         pos = end_of_event
         first = False
@@ -1213,16 +1137,10 @@ def _events_start(buf: U8, n: int) -> Any:  # pragma: no cover - compiled
             return j
         if esc:
             return -2
-        ke = j - 1
-        i = _ws(buf, j, n)
-        if i >= n:
-            return -1
-        if buf[i] != 58:
-            return -2
-        i = _ws(buf, i + 1, n)
-        if i >= n:
-            return -1
-        if _same(buf, ks, ke, _TRACE_EVENTS):
+        i = _key(buf, i, n)  # past the key, its colon and the space after
+        if i < 0:
+            return i
+        if _same(buf, ks, j - 1, _TRACE_EVENTS):
             if buf[i] != 91:
                 return -2
             return i + 1
