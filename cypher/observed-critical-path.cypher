@@ -56,8 +56,10 @@
 // The observed critical path is the path with the largest summed weight
 // (one topological pass at ingest); that sum is its length, stored on the
 // Trace node as `observed_path_us`. Ties: the first node reached in the
-// topological order keeps its predecessor; the path ends at the earliest
-// node of maximal weight, so it neither starts nor ends with waiting.
+// topological order keeps its predecessor, except that an edge from
+// another rank (a collective's last arrival) yields a tie to the rank's
+// own; the path ends at the earliest node of maximal weight, so it
+// neither starts nor ends with waiting.
 // Each path edge with a positive elapsed time is one row (segment). It is
 // attributed to: its op (op body), its kernel (kernel body), the runtime
 // call (a counted launch edge: kind runtime, the launch delay); every

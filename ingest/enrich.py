@@ -221,20 +221,32 @@ def memory(ct: ColumnarTrace) -> dict[str, TraceProp]:
     al["timeline_bytes"] = Lists(
         np.zeros(na + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(na, dtype=bool)
     )
-    t_alloc = num(a["alloc_us"]) if a.n else np.zeros(0)
-    timed = ~np.isnan(t_alloc)
-    if not timed.any():
+    if a.n == 0 or np.isnan(num(a["alloc_us"])).all():
         return {"memory_peak_bytes": None}
-    alloc_of = refs(a["allocator"])
-    nbytes = num(a["bytes"])
-    t_free = num(a["free_us"])
+    peak_bytes, peak_us, offsets, pt, pl, has = timelines(
+        refs(a["allocator"]), num(a["alloc_us"]), num(a["free_us"]), num(a["bytes"]), na
+    )
+    al["peak_bytes"] = peak_bytes
+    al["peak_us"] = peak_us
+    al["timeline_us"] = Lists(offsets, pt.astype(np.float64), has)
+    al["timeline_bytes"] = Lists(offsets, pl.astype(np.int64), has)
+    return {"memory_peak_bytes": int(np.nanmax(peak_bytes))}
+
+
+def timelines(alloc_of: I64, t_alloc: F64, t_free: F64, nbytes: F64, na: int) -> tuple[F64, F64, I64, F64, F64, B]:
+    """The memory timelines of ``na`` allocators from allocations (allocator,
+    alloc time (NaN: untimed, left out), free time (NaN: never), bytes):
+    each allocator's peak and when it is first reached, and its points
+    (times and live bytes, ``offsets`` per allocator; ``has``: it has
+    any). Frees come before allocations at equal times; a point per time
+    holds the live bytes after every event then."""
+    timed = ~np.isnan(t_alloc)
     freed = timed & ~np.isnan(t_free)
     who = np.concatenate([alloc_of[timed], alloc_of[freed]])
     t = np.concatenate([t_alloc[timed], t_free[freed]])
     delta = np.concatenate([nbytes[timed], -nbytes[freed]])
     order_key = np.concatenate([np.ones(timed.sum()), np.zeros(freed.sum())])
-    position = np.arange(len(t))
-    order = np.lexsort((position, order_key, t, who))
+    order = np.lexsort((np.arange(len(t)), order_key, t, who))
     who, t, delta = who[order], t[order], delta[order]
     live = np.cumsum(delta)
     starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
@@ -246,23 +258,18 @@ def memory(ct: ColumnarTrace) -> dict[str, TraceProp]:
     group = np.flatnonzero(np.r_[True, pw[1:] != pw[:-1]])
     ends = np.r_[group[1:], len(pw)]
     peak_bytes = np.full(na, np.nan)
-    peak_us = np.full(na, np.nan)
+    peak_t = np.full(na, np.nan)
     counts = np.zeros(na, dtype=np.int64)
     for g0, g1 in zip(group.tolist(), ends.tolist()):
         i = g0 + int(np.argmax(pl[g0:g1]))
         w = int(pw[g0])
         peak_bytes[w] = pl[i]
-        peak_us[w] = pt[i]
+        peak_t[w] = pt[i]
         counts[w] = g1 - g0
-    has = counts > 0
     offsets = np.zeros(na + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     # points are grouped by allocator in allocator order already (sorted by who)
-    al["peak_bytes"] = peak_bytes
-    al["peak_us"] = peak_us
-    al["timeline_us"] = Lists(offsets, pt.astype(np.float64), has)
-    al["timeline_bytes"] = Lists(offsets, pl.astype(np.int64), has)
-    return {"memory_peak_bytes": int(np.nanmax(peak_bytes))}
+    return peak_bytes, peak_t, offsets, pt, pl, counts > 0
 
 
 def top_allocator(ct: ColumnarTrace) -> int:
@@ -517,6 +524,11 @@ def whole(ct: ColumnarTrace, known_dag: Any = None) -> dict[str, TraceProp]:
 
 def collective_tables(ct: ColumnarTrace, joined: Any) -> tuple[Table, Table]:
     """The Collective rows and the JOINS rows (an op or kernel row of ``ct`` each)."""
+    return collective_table(joined), joins_table(joined)
+
+
+def collective_table(joined: Any) -> Table:
+    """The Collective rows of collectives joined across ranks."""
     cs = joined.collectives
     t = Table(len(cs))
     t["uid"] = Texts.of([c.uid for c in cs])
@@ -530,14 +542,19 @@ def collective_tables(ct: ColumnarTrace, joined: Any) -> tuple[Table, Table]:
     t["caused_us"] = np.asarray([c.caused for c in cs], dtype=np.float64)
     t["waited_us"] = np.asarray([c.waited for c in cs], dtype=np.float64)
     t["end_spread_us"] = np.asarray([np.nan if c.end_spread is None else c.end_spread for c in cs], dtype=np.float64)
-    members = [(i, m) for i, c in enumerate(cs) for m in c.members]
+    return t
+
+
+def joins_table(joined: Any) -> Table:
+    """A JOINS row per rank's call of a collective: the call's op or kernel row, the collective's row."""
+    members = [(i, m) for i, c in enumerate(joined.collectives) for m in c.members]
     j = Table(len(members))
     j["op"] = np.asarray([m.call.row if m.call.table == "ops" else -1 for _, m in members], dtype=np.int64)
     j["kernel"] = np.asarray([m.call.row if m.call.table == "kernels" else -1 for _, m in members], dtype=np.int64)
     j["collective"] = np.asarray([i for i, _ in members], dtype=np.int64)
     j["rank"] = np.asarray([m.rank for _, m in members], dtype=np.int64)
     j["wait_us"] = np.asarray([m.wait for _, m in members], dtype=np.float64)
-    return t, j
+    return j
 
 
 def rank_table(rows: list[dict[str, Any]]) -> Table:

@@ -23,25 +23,34 @@ from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
 from tracegraph.ingest.columnar import ColumnarTrace, executed, num, refs
 
+# The tables of a job's part that crosses ranks (written once, by the job):
+# OpTotals, the Collective and Rank nodes, JOINS and OBSERVED_NEXT.
+JOB_TABLES = frozenset({"op_totals", "collectives", "ranks"})
+JOB_RELATIONSHIPS = frozenset({"JOINS", "OBSERVED_NEXT"})
 
-def trace_tables(ct: ColumnarTrace, props: dict[str, Any]) -> TraceTables:
+
+def trace_tables(ct: ColumnarTrace, props: dict[str, Any], *, rank_part: bool = False) -> TraceTables:
     """The enriched columns as node and relationship tables, plus the
-    Trace node's properties (``props``: enrichment's)."""
+    Trace node's properties (``props``: enrichment's). A ``rank_part`` is
+    one rank of a job written rank by rank: without the tables the job
+    writes (:data:`JOB_TABLES`, :data:`JOB_RELATIONSHIPS`)."""
     frames = _frames(ct)
     nodes = [
-        NodeTable(t.label, t.name, _complete(frames[t.name], t), tuple(t.properties()))
+        NodeTable(t.label, t.name, complete_node(frames[t.name], t), tuple(t.properties()))
         for t in schema.NODE_TABLES
-        if t.label is not None  # always: NODE_TABLES are the tables with a label
+        if t.label is not None and not (rank_part and t.name in JOB_TABLES)
     ]
     rels = [
         RelTable(r.type, r.start, r.end, r.table, frames[r.table], r.src, r.dst, r.properties)
         for r in schema.RELATIONSHIPS
+        if not (rank_part and r.type in JOB_RELATIONSHIPS)
     ]
     counts: dict[str, dict[str, int]] = {"nodes": {t.label: t.frame.n for t in nodes}, "relationships": {}}
     for r in rels:
         counts["relationships"][r.type] = counts["relationships"].get(r.type, 0) + r.count()
     for rel, label in schema.MEMBERSHIP:
-        counts["relationships"][rel] = counts["nodes"][label]
+        if label in counts["nodes"]:
+            counts["relationships"][rel] = counts["nodes"][label]
     return TraceTables(
         trace_props=trace_props(ct, props, counts),
         nodes=nodes,
@@ -57,7 +66,7 @@ def bool_columns() -> frozenset[str]:
     return frozenset(c.name for t in schema.TABLES for c in t.columns if c.type in ("bool", "list[bool]"))
 
 
-def _complete(frame: Table, t: schema.Table) -> Table:
+def complete_node(frame: Table, t: schema.Table) -> Table:
     """``frame`` with every column the node table stores (absent: no value)."""
     for c in ["uid", *t.properties()]:
         if c not in frame:
@@ -163,13 +172,26 @@ def op_totals(ct: ColumnarTrace) -> Table:
     engine which keeps every trace in a graph of its own can still answer
     them from the small per-trace nodes it keeps side by side.
     """
+    return totals_table(totals(ct))
+
+
+def totals(
+    ct: ColumnarTrace, into: dict[tuple[str, str], list[float]] | None = None
+) -> dict[tuple[str, str], list[float]]:
+    """Per (name, type) of the executed ops (type "" where none): their
+    summed weight and how many ran, added to ``into``. A job's ranks are
+    summed one by one in rank order (each in its rows' order), so that a
+    job written rank by rank (:mod:`.job`) adds up the same floats."""
     ops = ct["ops"]
-    ran = executed(ct)
-    names = values(ops["name"])
-    types = values(ops["type"])
     weight = num(ops["weight_us"]) if "weight_us" in ops else np.zeros(ops.n)
-    totals: dict[tuple[str, str], list[float]] = {}
-    return _totals_table(_group_totals(names, types, weight, ran, totals))
+    out = {} if into is None else into
+    names, types, ran = values(ops["name"]), values(ops["type"]), executed(ct)
+    rank = num(ops["rank"]) if "rank" in ops else np.full(ops.n, np.nan)
+    by_rank = np.where(np.isnan(rank), -1, rank).astype(np.int64)
+    for r in np.unique(by_rank).tolist():
+        rows = np.flatnonzero(by_rank == r).tolist()
+        _group_totals([names[i] for i in rows], [types[i] for i in rows], weight[rows], ran[rows], out)
+    return out
 
 
 def _group_totals(
@@ -191,7 +213,9 @@ def _group_totals(
     return totals
 
 
-def _totals_table(totals: dict[tuple[str, str], list[float]]) -> Table:
+def totals_table(sums: dict[tuple[str, str], list[float]]) -> Table:
+    """The OpTotals row of :func:`totals`: parallel lists sorted by (name, type)."""
+    totals = sums
     keys = sorted(totals)
     t = Table(1)
     t["uid"] = Texts.of(["optotals"])
@@ -222,13 +246,27 @@ def timelines(allocators: Table) -> Table:
     return t
 
 
+def counts_props(counts: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The Trace's properties about what is stored: layout version, time,
+    counts (labels and types in :mod:`schema`'s order)."""
+    labels = [t.label for t in schema.NODE_TABLES]
+    types = list(dict.fromkeys([r.type for r in schema.RELATIONSHIPS] + [rel for rel, _ in schema.MEMBERSHIP]))
+    counts = {
+        "nodes": {k: counts["nodes"][k] for k in labels if k in counts["nodes"]},
+        "relationships": {k: counts["relationships"][k] for k in types if k in counts["relationships"]},
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "node_count": sum(counts["nodes"].values()) + 1,
+        "relationship_count": sum(counts["relationships"].values()),
+        "counts": json.dumps(counts),
+    }
+
+
 def trace_props(ct: ColumnarTrace, props: dict[str, Any], counts: dict[str, dict[str, int]]) -> dict[str, Any]:
     out = {k: v for k, v in props.items() if not missing(v)}
-    out["schema_version"] = SCHEMA_VERSION
-    out["ingested_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    out["node_count"] = sum(counts["nodes"].values()) + 1
-    out["relationship_count"] = sum(counts["relationships"].values())
-    out["counts"] = json.dumps(counts)
+    out.update(counts_props(counts))
     for k, v in ct.meta.items():
         if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
             v = int(v)  # FalkorDB answers floats with 15 significant digits: whole numbers stay exact as ints

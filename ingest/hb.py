@@ -51,6 +51,9 @@ class Graph:
     elem: I64
     n_nodes: int
     join_of: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # element -> its join node (-1)
+    # edges from this index on cross ranks (a collective's last arrival ->
+    # another rank): they yield a tie to the rank's own edges (-1: none)
+    cross: int = -1
 
     @property
     def n_ops(self) -> int:
@@ -388,7 +391,7 @@ def _kernel_edges(
 
 
 def add_edges(g: Graph, src: I64, dst: I64, w: F64, kind: I64, elem: I64) -> Graph:
-    """``g`` with more edges (after its own)."""
+    """``g`` with more edges (after its own), ones that cross ranks."""
     return Graph(
         g.op_rows,
         g.kernel_rows,
@@ -400,6 +403,7 @@ def add_edges(g: Graph, src: I64, dst: I64, w: F64, kind: I64, elem: I64) -> Gra
         np.concatenate([g.elem, elem]),
         g.n_nodes,
         g.join_of,
+        len(g.src) if g.cross < 0 else g.cross,
     )
 
 
@@ -410,15 +414,19 @@ def forward(g: Graph, inject_node: I64 | None = None, inject_value: F64 | None =
     """Best (heaviest) path weight into every node and its predecessor
     edge (-1: none; -2: the injected value); with ``inject_*``, nodes that
     also get a value from outside (another rank), kept unless the graph's
-    own best is lower by more than EPS. Edges that close a cycle (clock
-    skew) are dropped: those running backwards in time. Returns (best,
-    pred, edges kept)."""
+    own best is lower by more than EPS. Ties: the first predecessor found
+    keeps a node, but an edge across ranks (or an injected value) yields
+    to the rank's own edges, so that a rank's path does not depend on when
+    another rank's arrival is found. Edges that close a cycle (clock skew)
+    are dropped: those running backwards in time. Returns (best, pred,
+    edges kept)."""
     n = g.n_nodes
     keep = np.ones(len(g.src), dtype=bool)
     inj_node = np.zeros(0, np.int64) if inject_node is None else inject_node
     inj_val = np.zeros(0) if inject_value is None else inject_value
+    cross = np.arange(len(g.src)) >= (len(g.src) if g.cross < 0 else g.cross)
     while True:
-        best, pred, done = _heaviest(n, g.t, g.src[keep], g.dst[keep], g.w[keep], inj_node, inj_val)
+        best, pred, done = _heaviest(n, g.t, g.src[keep], g.dst[keep], g.w[keep], cross[keep], inj_node, inj_val)
         if done:
             kept = np.flatnonzero(keep)
             pred = np.where(pred >= 0, kept[np.maximum(pred, 0)], pred)
@@ -431,7 +439,7 @@ def forward(g: Graph, inject_node: I64 | None = None, inject_value: F64 | None =
 
 @kernel
 def _heaviest(
-    n: int, t: F64, src: I64, dst: I64, w: F64, inj_node: I64, inj_val: F64
+    n: int, t: F64, src: I64, dst: I64, w: F64, cross: B, inj_node: I64, inj_val: F64
 ) -> tuple[F64, I64, bool]:  # pragma: no cover - compiled
     m = len(src)
     order = np.argsort(dst, kind="mergesort")
@@ -472,7 +480,7 @@ def _heaviest(
             eid = order[j]
             v = dst[eid]
             cand = bu + w[eid]
-            if cand > best[v] + 1e-9:
+            if cand > best[v] + 1e-9 or (not cross[eid] and cand > best[v] - 1e-9 and pred[v] >= 0 and cross[pred[v]]):
                 best[v] = cand
                 pred[v] = eid
             indeg[v] -= 1

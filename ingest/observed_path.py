@@ -51,8 +51,10 @@ definition users read. In short:
     time (the others waited for it). The path thus crosses ranks.
 * The path is the heaviest path (largest summed weight); its *length* is
   that weight. Ties: the first node reached in the topological order
-  (sources by time) keeps its predecessor; the path ends at the earliest
-  node of maximal weight.
+  (sources by time) keeps its predecessor, except that an edge from another
+  rank yields a tie to the rank's own (as a job streamed rank by rank,
+  :mod:`.job`, must break it); the path ends at the earliest node of
+  maximal weight.
 
 These weights are those of Holistic Trace Analysis's critical path graph
 (so its lengths agree with HTA's on the same trace of one rank), with three
@@ -296,7 +298,7 @@ def whole(
     if g.n_nodes == 0:
         return empty
     if colls:
-        g = _collective_edges(g, x, n_ops, colls)
+        g = _collective_edges(g, x, colls)
     best, pred, _ = hb.forward(g)
     if not len(best):
         return empty
@@ -305,8 +307,7 @@ def whole(
     seg = segments(g, np.asarray(path, dtype=np.int64))
     if not len(seg.elem):
         return empty
-    labels = _labels(x, g)
-    store(ct, g, seg, labels)
+    store(ct, g, seg, labels(x, g))
     nxt = observed_next(g, seg)
     ct.tables["observed_next"] = nxt
     return {
@@ -316,44 +317,60 @@ def whole(
     }
 
 
-def _collective_edges(g: hb.Graph, x: Inputs, n_ops: int, colls: list[tuple[int, list[int]]]) -> hb.Graph:
+class Entries:
+    """Where a collective's last arrival enters a rank's graph (see the
+    definition): a call still running then, at its join node (weight 0);
+    a host call that returned before, on a thread running nothing then, at
+    the first op the thread starts after it (weight: the time from the
+    arrival); else nowhere."""
+
+    def __init__(self, g: hb.Graph, x: Inputs) -> None:
+        self.g = g
+        t, n_ops = g.t, g.n_ops
+        self.res = res = x.op_resource[g.op_rows]
+        # per resource: its path ops' starts ascending, and the union of their intervals
+        self.by_res: dict[int, tuple[F64, I64, tuple[F64, F64]]] = {}
+        order = np.lexsort((np.arange(n_ops), res))
+        bounds = np.flatnonzero(np.r_[True, res[order][1:] != res[order][:-1]]) if n_ops else np.zeros(0, np.int64)
+        for a, b in zip(bounds.tolist(), np.r_[bounds[1:], n_ops].tolist()):
+            elems = order[a:b]
+            starts = t[2 * elems]
+            o = np.argsort(starts, kind="stable")
+            self.by_res[int(res[elems[0]])] = (starts[o], elems[o], union_intervals(t[2 * elems], t[2 * elems + 1]))
+
+    def of(self, e: int, arrival: float) -> tuple[int, float] | None:
+        """Element ``e``'s entry for an arrival at ``arrival``: (node, weight), or None."""
+        g = self.g
+        t = g.t
+        j = int(g.join_of[e])
+        if j >= 0:
+            return j, 0.0
+        if e < g.n_ops and t[2 * e + 1] <= arrival:
+            starts, elems, busy = self.by_res[int(self.res[e])]
+            if inside(busy[0], busy[1], np.array([arrival]))[0]:
+                return None
+            i = int(np.searchsorted(starts, arrival, side="left"))
+            if i < len(elems):
+                b = int(elems[i])
+                return 2 * b, max(0.0, float(t[2 * b] - arrival))
+        return None
+
+
+def _collective_edges(g: hb.Graph, x: Inputs, colls: list[tuple[int, list[int]]]) -> hb.Graph:
     """The edges of collectives (see the definition), after all others."""
-    t = g.t
-    join_of = g.join_of
-    res = x.op_resource[g.op_rows]
-    # per resource: its path ops' starts ascending, and the union of their intervals
-    by_res: dict[int, tuple[F64, I64, tuple[F64, F64]]] = {}
-    order = np.lexsort((np.arange(n_ops), res))
-    bounds = np.flatnonzero(np.r_[True, res[order][1:] != res[order][:-1]]) if n_ops else np.zeros(0, np.int64)
-    for a, b in zip(bounds.tolist(), np.r_[bounds[1:], n_ops].tolist()):
-        elems = order[a:b]
-        starts = t[2 * elems]
-        o = np.argsort(starts, kind="stable")
-        by_res[int(res[elems[0]])] = (starts[o], elems[o], union_intervals(t[2 * elems], t[2 * elems + 1]))
+    entries = Entries(g, x)
     src: list[int] = []
     dst: list[int] = []
     w: list[float] = []
     elem: list[int] = []
     for last, others in colls:
-        arrival = t[2 * last]
         for e in others:
-            j = int(join_of[e])
-            if j >= 0:
+            entry = entries.of(e, float(g.t[2 * last]))
+            if entry is not None:
                 src.append(2 * last)
-                dst.append(j)
-                w.append(0.0)
+                dst.append(entry[0])
+                w.append(entry[1])
                 elem.append(e)
-            elif e < n_ops and t[2 * e + 1] <= arrival:
-                starts, elems, busy = by_res[int(res[e])]
-                if inside(busy[0], busy[1], np.array([arrival]))[0]:
-                    continue
-                i = int(np.searchsorted(starts, arrival, side="left"))
-                if i < len(elems):
-                    b = int(elems[i])
-                    src.append(2 * last)
-                    dst.append(2 * b)
-                    w.append(max(0.0, float(t[2 * b] - arrival)))
-                    elem.append(e)
     n = len(src)
     return hb.add_edges(
         g,
@@ -365,7 +382,7 @@ def _collective_edges(g: hb.Graph, x: Inputs, n_ops: int, colls: list[tuple[int,
     )
 
 
-def _labels(x: Inputs, g: hb.Graph) -> list[str]:
+def labels(x: Inputs, g: hb.Graph) -> list[str]:
     """Each element's resource: its op's thread or device, its kernel's stream label."""
     names = x.resource_names
     ops = [names[r] for r in x.op_resource[g.op_rows].tolist()]

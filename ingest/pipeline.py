@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from tracegraph.db.base import Graph, TraceTables, check_trace_name
 from tracegraph.errors import DependencyCycle, InputError, UnknownFormat, UserError
@@ -25,6 +26,7 @@ from tracegraph.ingest.enrich import check_acyclic, whole
 from tracegraph.ingest.formats.kit import Joins
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
+from tracegraph.ingest.job import PreparedJob, prepare_job, store_job
 
 
 @dataclass
@@ -32,15 +34,19 @@ class IngestReport:
     trace: str
     counts: dict[str, dict[str, int]]
     timings: dict[str, float] = field(default_factory=dict)
+    trace_props: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Prepared:
-    """A trace parsed, checked and enriched: everything but the write."""
+    """A trace parsed, checked and enriched (``tables``), or a job of rank
+    files surveyed and planned to be written rank by rank (``job``, see
+    :mod:`.job`): everything that can fail on the input, before the write."""
 
     trace: str
-    tables: TraceTables
+    tables: TraceTables | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    job: PreparedJob | None = None
 
 
 def detect(path: Path) -> str:
@@ -156,6 +162,25 @@ def parse_columns(paths: list[Path], fmt: str = "auto") -> ColumnarTrace | Trace
     return _parse_expanded(*expand(paths), fmt)
 
 
+def _job_files(files: list[Path], folders: list[Path], fmt: str) -> list[Path] | None:
+    """The files, when they are a job's rank files to be written rank by rank
+    (two or more of a format that reads its runs so, nothing else); else None."""
+    if len(files) < 2 or (fmt != "auto" and fmt not in formats.names()):
+        return None
+    named = _detect_all(files, folders, fmt)
+    kinds = {n for n, _ in named}
+    if len(kinds) != 1 or formats.joins(next(iter(kinds))) is not Joins.RUN:
+        return None
+    if not hasattr(formats.get(next(iter(kinds))), "read_job") or os.environ.get(STREAM_ENV, "1") == "0":
+        return None
+    return [p for _, p in named]
+
+
+# Set to 0, a job's rank files are read and written as one trace held whole
+# (the previous way; for comparisons).
+STREAM_ENV = "TRACEGRAPH_STREAM_JOBS"
+
+
 def _parse_expanded(files: list[Path], folders: list[Path], fmt: str) -> ColumnarTrace | TraceFrames:
     """The trace as columns when its format reads them so (a run's files
     and no detail files), else as frames (checked to have no cycle)."""
@@ -222,6 +247,11 @@ def prepare(
     report = progress or _silent
     t0 = time.perf_counter()
     files, folders = expand([Path(p) for p in paths])
+    run = _job_files(files, folders, fmt)
+    if run is not None:  # a job's rank files: written rank by rank
+        with collector_paused():
+            job = prepare_job(run, [(source_names or {}).get(str(p), str(p)) for p in run], report)
+        return Prepared(trace, None, dict(job.timings, enrich_s=0.0), job)
     sizes = sum(source.size(f) for f in files)
     report("parse", 0, sizes)
     with collector_paused():
@@ -287,13 +317,20 @@ def store(
     """Write a prepared trace, atomically."""
     report = progress or _silent
     t0 = time.perf_counter()
-    counts = graph.store_trace(
-        prepared.trace, prepared.tables, replace=replace, progress=lambda done, total: report("write", done, total)
-    )
-    load = time.perf_counter() - t0
-    timings = {**prepared.timings, "load_s": load}
-    timings["total_s"] = timings["parse_s"] + timings["enrich_s"] + load
-    return IngestReport(trace=prepared.trace, counts=counts, timings=timings)
+    if prepared.job is not None:
+        with collector_paused():
+            counts, props, rounds = store_job(graph, prepared.job, prepared.trace, replace=replace, progress=report)
+        # a job's enrichment happens as each rank is written: its time is the write's
+        timings = {**prepared.timings, "load_s": time.perf_counter() - t0, **rounds}
+    else:
+        assert prepared.tables is not None
+        counts = graph.store_trace(
+            prepared.trace, prepared.tables, replace=replace, progress=lambda done, total: report("write", done, total)
+        )
+        props = prepared.tables.trace_props
+        timings = {**prepared.timings, "load_s": time.perf_counter() - t0}
+    timings["total_s"] = timings["parse_s"] + timings["enrich_s"] + timings["load_s"]
+    return IngestReport(trace=prepared.trace, counts=counts, timings=timings, trace_props=props)
 
 
 def ingest(

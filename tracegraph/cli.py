@@ -74,7 +74,12 @@ def _progress(args: argparse.Namespace) -> Iterator[PhaseProgress | None]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    labels = {"parse": "parsing (bytes)", "enrich": "enriching", "write": "writing (graph elements)"}
+    labels = {
+        "parse": "parsing (bytes)",
+        "enrich": "enriching",
+        "write": "writing (graph elements)",
+        "write ranks": "writing (ranks)",
+    }
     with Progress(
         TextColumn("{task.description:26s}"),
         BarColumn(),
@@ -147,8 +152,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(f"  {kind}: {parts}")
     from tracegraph.queries.traces import summary
 
-    print("  " + summary({**prepared.tables.trace_props, "trace": report.trace}).path_summary())
-    missing = prepared.tables.trace_props.get("meta_ranks_missing")
+    print("  " + summary({**report.trace_props, "trace": report.trace}).path_summary())
+    missing = report.trace_props.get("meta_ranks_missing")
     if missing:
         ranks = json.loads(missing)
         which = f"rank {ranks[0]} is" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))} are"

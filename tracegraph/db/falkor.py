@@ -620,7 +620,7 @@ class FalkorLoad:
                     values = [column_values(ln.props[c], c in ("step", "rank")) for c in ln.columns] if ln.props else []
                     props = ", ".join(f"{c}: r[{2 + j}]" for j, c in enumerate(ln.columns))
                     query = (
-                        "UNWIND $rows AS r WITH r MATCH (a) WHERE id(a) = r[0] MATCH (b) WHERE id(b) = r[1] "
+                        "UNWIND $rows AS r WITH r[0] AS i, r[1] AS j, r MATCH (a) WHERE id(a) = i MATCH (b) WHERE id(b) = j "
                         f"CREATE (a)-[:{ln.type}{' {' + props + '}' if props else ''}]->(b)"
                     )
                     rows = [list(r) for r in zip(src.tolist(), dst.tolist(), *values)]
@@ -650,7 +650,8 @@ class FalkorLoad:
             names = list(columns)
             values = [column_values(columns[c], c in int_columns) for c in names]
             sets = ", ".join(f"n.{c} = r[{1 + j}]" for j, c in enumerate(names))
-            query = f"UNWIND $rows AS r WITH r MATCH (n) WHERE id(n) = r[0] SET {sets}"
+            # (id(n) = r[0] would scan every node: FalkorDB seeks by id only for a plain variable)
+            query = f"UNWIND $rows AS r WITH r[0] AS i, r MATCH (n) WHERE id(n) = i SET {sets}"
             rows = [list(r) for r in zip(ids.tolist(), *values)]
             for i in range(0, len(rows), 10000):
                 self.graph._query(self.key, query, {"rows": rows[i : i + 10000]}, write=True)
@@ -714,7 +715,13 @@ class FalkorLoad:
 
 
 def _rows_of(r: RelTable, keep: np.ndarray) -> RelTable:
-    return RelTable(r.type, r.start, r.end, r.table, r.frame.where(keep), r.src, r.dst, r.columns)
+    """``r`` restricted to the rows ``keep``: only the columns it writes are
+    taken (its frame is often a whole node table)."""
+    from tracegraph.columns import Table
+
+    names = dict.fromkeys((r.src, r.dst, *r.columns))
+    frame = Table(r.frame.n, {k: r.frame[k] for k in names if k in r.frame})
+    return RelTable(r.type, r.start, r.end, r.table, frame.where(keep), r.src, r.dst, r.columns)
 
 
 def _no_such_graph(e: redis.ResponseError) -> bool:

@@ -197,9 +197,12 @@ def origin(parts: list[RankPart]) -> int:
     return min(firsts) if firsts else 0
 
 
-def join(parts: list[RankPart]) -> ColumnarTrace:
-    """One trace: the ranks' rows, times since the job's first event, seq over all ranks."""
-    t0 = origin(parts)
+def join(parts: list[RankPart], t0: int | None = None, seq: np.ndarray | None = None) -> ColumnarTrace:
+    """One trace: the ranks' rows, times since the job's first event
+    (``t0``, default: the parts' first), seq over all ranks (``seq``,
+    default: over the parts')."""
+    if t0 is None:
+        t0 = origin(parts)
     tables: dict[str, Table] = {}
     base = {name: np.cumsum([0] + [p.tables[name].n for p in parts]) for name in TABLES}
     for name in TABLES:
@@ -236,7 +239,7 @@ def join(parts: list[RankPart]) -> ColumnarTrace:
     f = np.asarray(allocations["free_ns"])
     allocations["alloc_us"] = (a - t0) / 1000.0
     allocations["free_us"] = np.where(f == NEVER_FREED, np.nan, (f - t0) / 1000.0)
-    ops["seq"] = seq_order(np.asarray(ops["start_ns"]), np.asarray(ops["end_ns"]))
+    ops["seq"] = seq_order(np.asarray(ops["start_ns"]), np.asarray(ops["end_ns"])) if seq is None else seq
     return complete(ColumnarTrace(FORMAT.framework, [str(p.path) for p in parts], "us", tables, meta(parts)))
 
 

@@ -1,0 +1,119 @@
+"""A job's rank files written rank by rank (``ingest/job.py``).
+
+The streamed write must store exactly the graph the whole job held at once
+stores (``TRACEGRAPH_STREAM_JOBS=0``: every rank's tables joined, enriched
+and written as one trace, the previous way and an independent computation
+of the cross-rank passes), node for node, property for property, on each
+engine; and it keeps the store's guarantees: a failure anywhere in it
+(a rank's part, the path's updates, the job's part) or a kill between
+two ranks leaves the name showing the old version or nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import everything, run_cli
+from test_store import fail_after, leftovers
+
+from tracegraph.ingest import pipeline
+from tracegraph.ingest.pipeline import STREAM_ENV, ingest
+
+DATA = Path(__file__).resolve().parent / "data"
+JOBS = {
+    name: sorted((DATA / "pytorch_dist").glob(f"{name}.rank*.json.gz")) for name in ("straggler", "balanced", "ddp")
+}
+JOBS["nccl_dlrm"] = sorted((DATA / "nccl_dlrm").glob("*.json.gz"))
+
+# Set when the trace was written, not by what it holds.
+VOLATILE = {"ingested_at"}
+
+
+def stored(graph, name: str) -> tuple[list, list]:
+    """Every node (label, properties) and relationship (type, ends' uids,
+    properties) of trace ``name``, sorted, the trace's name left out."""
+    nodes = graph.run("MATCH (n {trace: $trace}) RETURN labels(n)[0], properties(n)", trace=name).rows
+    rels = graph.run("MATCH (a {trace: $trace})-[r]->(b) RETURN type(r), a.uid, b.uid, properties(r)", trace=name).rows
+    out_nodes = sorted(
+        (label, sorted((k, repr(v)) for k, v in props.items() if k not in VOLATILE and k != "trace"))
+        for label, props in nodes
+    )
+    out_rels = sorted((t, a, b, sorted(p.items())) for t, a, b, p in rels)
+    return out_nodes, out_rels
+
+
+def test_a_job_of_rank_files_is_streamed_and_one_file_is_not():
+    assert pipeline.prepare(JOBS["straggler"], "j").job is not None
+    assert pipeline.prepare(JOBS["straggler"][:1], "j").job is None
+
+
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_streamed_job_stores_what_the_whole_job_stores(graph, monkeypatch, job):
+    paths = JOBS[job]
+    streamed = ingest(graph, paths, f"streamed-{job}")
+    monkeypatch.setenv(STREAM_ENV, "0")
+    whole = ingest(graph, paths, f"whole-{job}")
+    assert "write_s" in streamed.timings and "write_s" not in whole.timings  # the two ways were taken
+    assert streamed.counts == whole.counts
+    nodes, rels = stored(graph, f"streamed-{job}")
+    assert (nodes, rels) == stored(graph, f"whole-{job}")
+    # the job's cross-rank answers are there (not two empty graphs alike)
+    labels = {label for label, _ in nodes}
+    assert {"Collective", "Rank", "Op", "Trace"} <= labels
+    assert {t for t, *_ in rels} >= {"JOINS", "OBSERVED_NEXT"}
+
+
+def _ranks_and_path(graph, name: str):
+    if graph.trace_facts(name) is None:
+        return None
+    facts = graph.run("MATCH (t:Trace {trace: $trace}) RETURN t.observed_path_us", trace=name).rows
+    ranks = graph.run("MATCH (r:Rank {trace: $trace}) RETURN r.rank ORDER BY r.rank", trace=name).rows
+    return facts, ranks
+
+
+def test_a_failed_streamed_job_leaves_the_old_version(graph, monkeypatch):
+    """A failure at the first write, in the middle and at the last one:
+    the name shows the old version (another job), nothing else changed."""
+    name = "stream-fail"
+    seen = fail_after(graph, monkeypatch, 10**9)  # count the creating writes of the job
+    ingest(graph, JOBS["straggler"], "stream-count")
+    total = seen[0]
+    monkeypatch.undo()
+    graph.drop_trace("stream-count")
+    assert total > 4  # the ranks' parts, the path's links, the job's part
+    ingest(graph, JOBS["balanced"], name)
+    old = _ranks_and_path(graph, name)
+    before = everything(graph)
+    for writes in (0, total // 2, total - 1):
+        fail_after(graph, monkeypatch, writes)
+        with pytest.raises(RuntimeError, match="injected failure"):
+            ingest(graph, JOBS["straggler"], name, replace=True)
+        monkeypatch.undo()
+        assert _ranks_and_path(graph, name) == old
+        assert everything(graph) == before, writes
+    ingest(graph, JOBS["straggler"], name, replace=True)
+    assert _ranks_and_path(graph, name) != old
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_killed_between_two_ranks_leaves_the_old_version_or_nothing(graph, db_uri, tg_home, replace):
+    """SIGKILL after the first rank's part is written (``rank-written``):
+    the name shows what it showed before, the dead load is swept."""
+    name = f"stream-kill-{replace}"
+    if replace:
+        ingest(graph, JOBS["balanced"], name)
+    old = _ranks_and_path(graph, name)
+    args = ["ingest", *map(str, JOBS["straggler"]), "--trace", name] + (["--replace"] if replace else [])
+    proc = run_cli(*args, home=tg_home, db=db_uri, env={"TRACEGRAPH_KILL_AT": "rank-written"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert _ranks_and_path(graph, name) == old
+    assert (graph.trace_facts(name) is not None) == replace
+    ingest(graph, JOBS["straggler"], name, replace=True)
+    deadline = time.monotonic() + 60  # the server notices the dead connection; loose for a busy machine
+    while leftovers(graph, name) and time.monotonic() < deadline:
+        graph.sweep()
+        time.sleep(0.1)
+    assert leftovers(graph, name) == []
