@@ -3,8 +3,8 @@
 TensorBoard callback's ``profile_batch`` and ``jax.profiler.trace`` write
 as ``<logdir>/plugins/profile/<run>/<host>.xplane.pb`` (plain, or gzipped).
 
-The protobuf is decoded by :mod:`.wire`, :mod:`.xspace` and :mod:`.hlo`
-(no TensorFlow, JAX or xprof needed; :mod:`.wire` says why). Detected by
+The protobuf is decoded by :mod:`.messages` (no TensorFlow, JAX or xprof
+needed; :mod:`.decoders` says why). Detected by
 content: the head decodes as an XSpace whose first plane is named like a
 profiler plane (``/host:CPU``, ``/device:GPU:0``, ``Task Environment``...),
 gzipped or not. A binary StepStats or RunMetadata also starts with byte
@@ -150,9 +150,9 @@ from tracegraph.ingest import source
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, Role
 from tracegraph.ingest.formats.tf.names import phase_of
-from tracegraph.ingest.formats.xplane.hlo import Instruction, Module, Slots, producers, read_hlo_proto
-from tracegraph.ingest.formats.xplane.wire import Malformed, fields, varint
-from tracegraph.ingest.formats.xplane.xspace import Value, XEvent, XLine, XPlane, XSpace, read_space
+from tracegraph.ingest.formats.xplane.hlo import Instruction, Module, Slots, producers
+from tracegraph.ingest.formats.xplane.messages import Value, XEvent, XLine, XPlane, XSpace, read_hlo_proto, read_space
+from tracegraph.ingest.formats.xplane.wire import Malformed, varint
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.limits import MAX_FILE_BYTES, human
 
@@ -190,16 +190,20 @@ def sniff(head: bytes) -> bool:
         return False
     try:
         size, pos = varint(data, 1, len(data))
-        for number, wire, a, b in fields(data, pos, min(pos + size, len(data))):
-            if number == 1 and wire == 0:
-                continue
-            if number == 2 and wire == 2:
-                name = data[a:b].decode("utf-8")
-                return name.startswith("/") or name == TASK_PLANE
+        end = min(pos + size, len(data))
+        tag, pos = varint(data, pos, end)
+        while tag == 0x08:  # XPlane.id
+            pos = varint(data, pos, end)[1]
+            tag, pos = varint(data, pos, end)
+        if tag != 0x12:  # XPlane.name
             return False
+        size, pos = varint(data, pos, end)
+        if pos + size > end:
+            return False
+        name = data[pos : pos + size].decode("utf-8")
     except (Malformed, UnicodeDecodeError):
         return False
-    return False
+    return name.startswith("/") or name == TASK_PLANE
 
 
 def read_bytes(path: Path) -> bytes:
@@ -418,7 +422,7 @@ class _Assemble:
                 if not isinstance(proto, bytes):
                     continue
                 try:
-                    module = read_hlo_proto(proto)
+                    module = Module.of(read_hlo_proto(proto))
                 except Malformed as e:
                     root = f"XSpace.planes[{pi}].event_metadata[{key}] Hlo Proto -> HloProto"
                     raise _malformed(self.path, e, root) from None
@@ -447,7 +451,7 @@ class _Assemble:
         wanted = frozenset(i for i, m in plane.stat_metadata.items() if m.name in _HOST_STATS)
         for ei, ev in enumerate(line.events):
             self.counts["events"] += 1
-            if ev.num_occurrences is not None:
+            if ev.aggregated:
                 self.counts["aggregated_events_skipped"] += 1
                 continue
             name, display, stats = self.event_stats(plane, ev, pi, li, ei, wanted)
@@ -522,7 +526,7 @@ class _Assemble:
             base = line.timestamp_ns * 1000
             for ei, ev in enumerate(line.events):
                 self.counts["events"] += 1
-                if ev.num_occurrences is not None:
+                if ev.aggregated:
                     self.counts["aggregated_events_skipped"] += 1
                     continue
                 self._negative(ev, (pi, li, ei))
@@ -725,8 +729,8 @@ class _Assemble:
                 key = (id(module), ins.computation, ins.id)
                 if key not in cache:
                     cache[key] = (
-                        producers(module, ins.computation, ins.operands, has_events),
-                        producers(module, ins.computation, ins.control_predecessors, has_events),
+                        producers(module, ins.computation, ins.operand_ids, has_events),
+                        producers(module, ins.computation, ins.control_predecessor_ids, has_events),
                     )
                 data, control = cache[key]
                 for kind, operands in (("data", data), ("control", control)):
