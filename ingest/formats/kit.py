@@ -210,38 +210,9 @@ class FramesBuilder:
     def frames(self) -> TraceFrames:
         """The rows as frames, not yet checked (a format may still adjust
         columns, e.g. times it keeps as integers, before :meth:`check`)."""
-        from tracegraph.ingest.frames import (
-            ALLOCATION_COLUMNS,
-            ALLOCATOR_COLUMNS,
-            CONSUME_COLUMNS,
-            DEP_COLUMNS,
-            DEVICE_COLUMNS,
-            KERNEL_COLUMNS,
-            OP_COLUMNS,
-            STREAM_COLUMNS,
-            SYNC_COLUMNS,
-            TENSOR_COLUMNS,
-            TraceFrames,
-            frame,
-        )
-
-        tf = TraceFrames(
-            framework=self.framework,
-            sources=list(self.sources),
-            time_unit=self.time_unit,
-            ops=frame(self.ops, OP_COLUMNS),
-            kernels=frame(self.kernels, KERNEL_COLUMNS),
-            tensors=frame(list(self.tensors.values()), TENSOR_COLUMNS),
-            consumes=frame(self.consumes, CONSUME_COLUMNS),
-            deps=frame(list(self.deps.values()), DEP_COLUMNS),
-            allocations=frame(self.allocations, ALLOCATION_COLUMNS),
-            devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
-            streams=frame(list(self.streams.values()), STREAM_COLUMNS),
-            allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
-            syncs=frame(self.syncs, SYNC_COLUMNS),
-            meta=dict(self.meta),
-        )
-        float_times(tf)
+        held = {name: getattr(self, name) for name in FRAMES}  # lists, or dicts of the rows kept once per key
+        rows = {name: list(r.values()) if isinstance(r, dict) else r for name, r in held.items()}
+        tf = frames_of(self.framework, self.sources, self.time_unit, self.meta, **rows)
         _scopes(tf)
         if self.rank is not None:
             tf.ops["rank"] = self.rank
@@ -253,6 +224,28 @@ class FramesBuilder:
         tf = self.frames()
         tf.check()
         return tf
+
+
+# The frames of a trace, each named as its table in :mod:`tracegraph.schema`
+# (the builder holds each one's rows under the same name).
+FRAMES = ("ops", "kernels", "tensors", "consumes", "deps", "allocations", "devices", "streams", "allocators", "syncs")
+
+
+def frames_of(
+    framework: str, sources: list[str], time_unit: str, meta: dict[str, Any], **rows: list[Row]
+) -> TraceFrames:
+    """Rows, by frame (``ops=[...]``; a frame not given is empty), as
+    frames not yet checked, with float time columns."""
+    from tracegraph import schema
+    from tracegraph.ingest.frames import TraceFrames, frame
+
+    unknown = set(rows) - set(FRAMES)
+    if unknown:
+        raise ValueError(f"no frame named {sorted(unknown)}")
+    tf = TraceFrames(framework=framework, sources=list(sources), time_unit=time_unit, meta=dict(meta))
+    for name in FRAMES:
+        setattr(tf, name, frame(rows.get(name, []), schema.TABLE[name].names(schema.PARSER)))
+    return float_times(tf)
 
 
 def float_times(tf: TraceFrames) -> TraceFrames:

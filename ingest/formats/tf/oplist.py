@@ -66,21 +66,9 @@ from typing import Any, cast
 import pandas as pd
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, snippet
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, frames_of, snippet
 from tracegraph.ingest.formats.tf.names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
-from tracegraph.ingest.formats.tf.opnames import float_times
-from tracegraph.ingest.frames import (
-    CONSUME_COLUMNS,
-    DEP_COLUMNS,
-    DEVICE_COLUMNS,
-    KERNEL_COLUMNS,
-    OP_COLUMNS,
-    STREAM_COLUMNS,
-    TENSOR_COLUMNS,
-    Row,
-    TraceFrames,
-    frame,
-)
+from tracegraph.ingest.frames import Row, TraceFrames
 from tracegraph.ingest.source import head_lines, lines
 
 FORMAT = FormatInfo("tf-oplist", "tensorflow", Joins.DETAIL, "TensorFlow op listing (adds shapes and control inputs)")
@@ -415,23 +403,23 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
         key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
         if key not in seen:
             seen.add(key)
-            deps.append(dict(zip(DEP_COLUMNS, key)))
+            deps.append({"src": key[0], "dst": key[1], "kind": key[2]})
     kernels = _merge_kernels(_records(base.kernels), extra, streams, op_map, map_device, used)
-    merged = TraceFrames(
-        framework=base.framework,
-        sources=list(base.sources) + list(extra.sources),
-        time_unit=base.time_unit,
-        ops=float_times(frame(ops, OP_COLUMNS)),
-        kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
-        tensors=frame(tensors, TENSOR_COLUMNS),
-        consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(deps, DEP_COLUMNS),
-        allocations=base.allocations.copy(),
-        allocators=base.allocators.copy(),
-        devices=frame(devices, DEVICE_COLUMNS),
-        streams=frame(streams, STREAM_COLUMNS),
-        meta={**extra.meta, **base.meta},
+    merged = frames_of(
+        base.framework,
+        [*base.sources, *extra.sources],
+        base.time_unit,
+        {**extra.meta, **base.meta},
+        ops=ops,
+        kernels=kernels,
+        tensors=tensors,
+        consumes=consumes,
+        deps=deps,
+        devices=devices,
+        streams=streams,
     )
+    merged.allocations = base.allocations.copy()
+    merged.allocators = base.allocators.copy()
     merged.check()
     return merged
 

@@ -75,7 +75,16 @@ class Step:
 
 # What meta_event_counts counts: events read, TF / HLO ops, steps, kernels,
 # ops made for kernels, host events and aggregated events skipped.
-_COUNTED = "events tf_ops hlo_ops steps kernels kernel_ops host_events_skipped aggregated_events_skipped".split()
+_COUNTED = [
+    "events",
+    "tf_ops",
+    "hlo_ops",
+    "steps",
+    "kernels",
+    "kernel_ops",
+    "host_events_skipped",
+    "aggregated_events_skipped",
+]
 
 
 @dataclass
