@@ -108,7 +108,6 @@ from tracegraph.ingest.limits import MAX_FILE_BYTES, human
 FORMAT = FormatInfo(
     "pytorch-et", "pytorch", Joins.DETAIL, "PyTorch Execution Trace JSON (adds tensors and dependencies to Kineto)"
 )
-NAME = FORMAT.name
 _USER_ANNOTATION_SCOPE = 7
 
 
@@ -126,13 +125,13 @@ def read(path: Path) -> ExecutionTrace:
 
 
 def _load(path: Path) -> Any:
-    source.check_size(path, NAME)
+    source.check_size(path, FORMAT.name)
     head = source.head(path)
     if head[:2] != b"\x1f\x8b" and not head.lstrip().startswith(b"{"):
         what = "binary content" if b"\0" in head else "text"
         raise InputError(path, f"{what} that is not a JSON object (not a PyTorch Execution Trace)")
-    data = source.read_bytes(path, NAME)
-    limit = MAX_FILE_BYTES[NAME]
+    data = source.read_bytes(path, FORMAT.name)
+    limit = MAX_FILE_BYTES[FORMAT.name]
     if data[:2] == b"\x1f\x8b":
         try:
             d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -140,7 +139,7 @@ def _load(path: Path) -> Any:
         except zlib.error as e:
             raise InputError(path, f"not a valid gzip file: {first_line(e)}") from None
         if len(text) > limit:
-            raise TooLarge(path, f"more than the {NAME} size limit of {human(limit)} of JSON (decompressed)")
+            raise TooLarge(path, f"more than the {FORMAT.name} size limit of {human(limit)} of JSON (decompressed)")
         if not d.eof:
             raise InputError(path, "gzip stream ends early (truncated file)")
         data = text

@@ -72,7 +72,6 @@ from tracegraph.ingest.frames import Row, TraceFrames
 from tracegraph.ingest.source import head_lines, lines
 
 FORMAT = FormatInfo("tf-oplist", "tensorflow", Joins.DETAIL, "TensorFlow op listing (adds shapes and control inputs)")
-NAME = FORMAT.name
 
 _SHAPE = re.compile(r"\((?:([a-z][a-z0-9]*) )?((?:\d+|\?)(?:x(?:\d+|\?))*)\)\Z")
 _COPY_OUT = re.compile(r"\(output (\d+) bytes\)\Z")
@@ -158,7 +157,7 @@ def _parse_line(path: Path, lineno: int, line: str) -> _Line:
 
 def _read_lines(path: Path) -> list[_Line]:
     parsed = []
-    for lineno, raw in enumerate(lines(path, NAME), start=1):
+    for lineno, raw in enumerate(lines(path, FORMAT.name), start=1):
         if raw.strip():
             parsed.append(_parse_line(path, lineno, raw.strip()))
     if not parsed:

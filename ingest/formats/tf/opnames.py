@@ -40,7 +40,6 @@ from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.source import head_lines, lines
 
 FORMAT = FormatInfo("tf-opnames", "tensorflow", Joins.ALONE, "TensorFlow node names, one per line")
-NAME = FORMAT.name
 
 
 def sniff(head: bytes) -> bool:
@@ -61,7 +60,7 @@ def parse(path: Path) -> TraceFrames:
     b = FramesBuilder(FORMAT.framework, [str(path)], time_unit="none")
     device = b.device("unknown")
     seen: dict[str, int] = {}
-    for lineno, raw in enumerate(lines(path, NAME), start=1):
+    for lineno, raw in enumerate(lines(path, FORMAT.name), start=1):
         name = raw.strip()
         if not name:
             continue

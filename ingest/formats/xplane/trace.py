@@ -156,10 +156,9 @@ from tracegraph.ingest.limits import MAX_FILE_BYTES, human
 FORMAT = FormatInfo(
     "xplane", "tensorflow", Joins.ALONE, "TensorFlow 2 / JAX profiler capture (XPlane protobuf, .xplane.pb)"
 )
-NAME = FORMAT.name
 
 
-MAX_BYTES = MAX_FILE_BYTES[NAME]
+MAX_BYTES = MAX_FILE_BYTES[FORMAT.name]
 # An XSpace's first byte: one of its fields 1-4 (planes, errors, warnings,
 # hostnames), all length-delimited.
 _XSPACE_TAGS = (0x0A, 0x12, 0x1A, 0x22)
@@ -198,11 +197,11 @@ def read_bytes(path: Path) -> bytes:
     """The file's protobuf bytes, gunzipped when it starts with the gzip
     magic; refused unread when its first byte cannot start an XSpace, and
     past the size limit (decompressed, for gzip)."""
-    source.check_size(path, NAME)
+    source.check_size(path, FORMAT.name)
     head = source.head(path)
     if not head:
         raise InputError(path, "empty file")
-    data = _gunzip(path, source.read_bytes(path, NAME)) if head.startswith(source.GZIP_MAGIC) else None
+    data = _gunzip(path, source.read_bytes(path, FORMAT.name)) if head.startswith(source.GZIP_MAGIC) else None
     first = (data if data is not None else head)[:1]
     if not first:
         raise InputError(path, "empty protobuf (gzip of nothing)")
@@ -210,7 +209,7 @@ def read_bytes(path: Path) -> bytes:
         raise InputError(
             path, f"not an XPlane capture: an XSpace protobuf starts with byte 0x0a (its planes), not 0x{first[0]:02x}"
         )
-    return data if data is not None else source.read_bytes(path, NAME)
+    return data if data is not None else source.read_bytes(path, FORMAT.name)
 
 
 def _gunzip(path: Path, raw: bytes) -> bytes:
@@ -225,7 +224,7 @@ def _gunzip(path: Path, raw: bytes) -> bytes:
                 piece = d.decompress(pending, _CHUNK)
                 out += piece
                 if len(out) > MAX_BYTES:
-                    raise TooLarge(path, f"more than the {NAME} size limit of {human(MAX_BYTES)} (decompressed)")
+                    raise TooLarge(path, f"more than the {FORMAT.name} size limit of {human(MAX_BYTES)} (decompressed)")
                 pending = d.unconsumed_tail
                 if d.eof or (not pending and len(piece) < _CHUNK):
                     break
