@@ -16,7 +16,7 @@ from typing import Any
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.kit import FramesBuilder, Role
 from tracegraph.ingest.formats.xplane.hlo import Module
-from tracegraph.ingest.formats.xplane.messages import Value, XEvent, XPlane, XSpace
+from tracegraph.ingest.formats.xplane.messages import REF_VALUE, Value, XEvent, XPlane, XSpace
 from tracegraph.ingest.formats.xplane.wire import Malformed
 
 HOST_PLANE = "/host:CPU"
@@ -132,8 +132,8 @@ class Capture:
                 f"an event refers to event metadata {ev.metadata_id}, which its plane does not define", *at
             )
         known = plane.stat_metadata
-        for st in ev.stats:
-            if st.metadata_id not in known or (st.ref and st.value not in known):
+        for st in ev.stats:  # (``st.ref``, without the call: every stat of the capture passes here)
+            if st.metadata_id not in known or (st.value_field == REF_VALUE and st.value not in known):
                 bad = st.metadata_id if st.metadata_id not in known else st.value
                 assert isinstance(bad, int)  # a ref is a stat metadata id
                 raise self.error(f"a stat refers to stat metadata {bad}, which its plane does not define", *at)
