@@ -72,6 +72,9 @@ class NotAvailable:
     def __str__(self) -> str:
         return f"{self.analysis} on trace {self.trace}: not available: {self.reason}"
 
+    def __repr__(self) -> str:
+        return str(self)
+
     def __bool__(self) -> bool:
         return False
 
