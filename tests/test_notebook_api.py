@@ -154,29 +154,10 @@ def test_cypher_is_read_only_and_typed(g):
 
 def test_whatif_is_the_cli_answer(g, tg_home, db_uri):
     w = g.whatif("nb-mlp", "type=aten::linear", 0.5)
-    cli = json.loads(
-        run_cli(
-            "whatif",
-            "--trace",
-            "nb-mlp",
-            "--match",
-            "type=aten::linear",
-            "--factor",
-            "0.5",
-            "--format",
-            "json",
-            home=tg_home,
-            db=db_uri,
-            check=True,
-        ).stdout
-    )
-    assert (w.matched_ops, w.baseline_us, w.critical_path_us, w.speedup, w.saved_us) == (
-        cli["matched_ops"],
-        cli["baseline_us"],
-        cli["critical_path_us"],
-        cli["speedup"],
-        cli["saved_us"],
-    )
+    args = ["whatif", "--trace", "nb-mlp", "--match", "type=aten::linear", "--factor", "0.5", "--format", "json"]
+    cli = json.loads(run_cli(*args, home=tg_home, db=db_uri, check=True).stdout)
+    for name in ("matched_ops", "baseline_us", "critical_path_us", "speedup", "saved_us"):
+        assert getattr(w, name) == cli[name], name
     assert records(w.path) == cli["path"] and w.matched_ops > 0 and w.saved_us > 0
     assert str(w).startswith(f"trace nb-mlp: {w.matched_ops} ops matching type=aten::linear scaled by 0.5")
     job = g.whatif("nb-job", "type=.*", 2)
