@@ -20,6 +20,10 @@ TIME_DECIMALS = 3
 # Other numbers (shares, rates, ratios) keep 12 significant digits: all a
 # measurement holds, and none of the binary noise of sums (0.1 + 0.2).
 SIGNIFICANT_DIGITS = 12
+# Every float is first cut to this many significant digits: the engines
+# compute the same sum to within its last bits (FalkorDB answers 15 digits),
+# and a value halfway between two nanoseconds must round the same on both.
+SETTLE_DIGITS = 13
 
 
 def is_time(name: str) -> bool:
@@ -37,7 +41,8 @@ def readable(value: Any, time: bool = False) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             return value
-        return round(value, TIME_DECIMALS) if time else float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+        settled = float(f"{value:.{SETTLE_DIGITS}g}")
+        return round(settled, TIME_DECIMALS) if time else float(f"{settled:.{SIGNIFICANT_DIGITS}g}")
     if isinstance(value, dict):
         return {k: readable(v, isinstance(k, str) and is_time(k)) for k, v in value.items()}
     if isinstance(value, list):
