@@ -482,7 +482,7 @@ def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list
         c["calls"].append(
             {
                 "rank": rank,
-                "lane": _lane_of(tl, call, float(start), stream=is_kernel),
+                "lane": lane_of(tl, call, float(start), stream=is_kernel),
                 "start_us": readable(start, time=True),
                 "end_us": readable(end, time=True),
                 "wait_us": readable(wait, time=True),
@@ -494,7 +494,7 @@ def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list
     return out
 
 
-def _lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
+def lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
     """The id of the lane whose bar named ``name`` starts at ``start``."""
     for lane in tl.lanes:
         if (lane.stream is not None) != stream:

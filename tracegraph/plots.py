@@ -146,7 +146,7 @@ class Plots:
                 trace=trace,
             ).rows
             for name, start, starts, durs, kinds, counted in rows:
-                lane = tlmod._lane_of(tl, name, float(start), stream=is_kernel)
+                lane = tlmod.lane_of(tl, name, float(start), stream=is_kernel)
                 if lane is None:
                     continue
                 for s, d, k, c in zip(starts, durs, kinds, counted):
@@ -319,7 +319,7 @@ def _placed(
     """Marked ops and kernels ((name, start, end), is a kernel) as bars on their lanes."""
     base, length, y, text = [], [], [], []
     for (name, start, end), is_kernel in rows:
-        lane = tlmod._lane_of(tl, name, float(start), stream=is_kernel)
+        lane = tlmod.lane_of(tl, name, float(start), stream=is_kernel)
         if lane is not None:
             base.append(float(start))
             length.append(max(float(end) - float(start), 0.0))
