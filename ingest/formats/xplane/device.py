@@ -55,6 +55,6 @@ def kernel_kind(name: str, stats: dict[str, Value]) -> tuple[str, int | None, st
     if "memset" in low:
         size = _SIZE.search(str(stats.get("memset_details", "")))
         return "memset", int(size.group(1)) if size else None, None
-    if low.startswith("nccl") or "ncclkernel" in low or "nccldevkernel" in low:
+    if kit.is_communication_kernel(name):
         return "communication", None, None
     return "compute", None, None

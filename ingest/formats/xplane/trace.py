@@ -58,7 +58,8 @@ What becomes what:
 * Device planes (GPU): events on lines named ``Stream ...`` are Kernels on
   Stream ``s:<plane>/<line id>`` (kind ``memcpy`` / ``memset`` from the name
   or a ``memcpy_details`` stat, with the ``size:N`` bytes given there;
-  ``communication`` for NCCL kernels; else ``compute``). A kernel's op is
+  ``communication`` for the kit's communication kernels,
+  :func:`~tracegraph.ingest.formats.kit.is_communication_kernel`; else ``compute``). A kernel's op is
   the op that launched it where the file says: the event with the same
   ``correlation_id`` on a host plane (``/host:CUPTI``'s runtime calls) gives
   the thread and time of the launch, and the innermost op of that thread
