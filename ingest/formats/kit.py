@@ -249,7 +249,7 @@ class FramesBuilder:
         columns, e.g. times it keeps as integers, before :meth:`check`)."""
         held = {name: getattr(self, name) for name in FRAMES}  # lists, or dicts of the rows kept once per key
         rows = {name: list(r.values()) if isinstance(r, dict) else r for name, r in held.items()}
-        tf = frames_of(self.framework, self.sources, self.time_unit, self.meta, **rows)
+        tf = frames_of(self.framework, self.sources, self.time_unit, self.meta, rows)
         _scopes(tf)
         if self.rank is not None:
             tf.ops["rank"] = self.rank
@@ -269,10 +269,10 @@ FRAMES = ("ops", "kernels", "tensors", "consumes", "deps", "allocations", "devic
 
 
 def frames_of(
-    framework: str, sources: list[str], time_unit: str, meta: dict[str, Any], **rows: list[Row]
+    framework: str, sources: list[str], time_unit: str, meta: dict[str, Any], rows: dict[str, list[Row]]
 ) -> TraceFrames:
-    """Rows, by frame (``ops=[...]``; a frame not given is empty), as
-    frames not yet checked, with float time columns."""
+    """Rows, by frame name (``{"ops": [...]}``; a frame not given is empty),
+    as frames not yet checked, with float time columns."""
     from tracegraph import schema
     from tracegraph.ingest.frames import TraceFrames, frame
 

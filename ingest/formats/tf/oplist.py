@@ -391,36 +391,31 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     used: set[str] = set()
     for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices, base.streams, base.allocators):
         used.update(df["uid"])
-    devices, streams = _records(base.devices), _records(base.streams)
-    map_device = _device_mapper(devices, _records(extra.devices), used)
-    ops, op_map = _merge_ops(_records(base.ops), _records(extra.ops), map_device, used)
-    tensors, tensor_map = _merge_tensors(_records(base.tensors), _records(extra.tensors), op_map, used)
-    consumes = _merge_consumes(_records(base.consumes), _records(extra.consumes), op_map, tensor_map)
-    deps = _records(base.deps)
-    seen = {(d["src"], d["dst"], d["kind"]) for d in deps}
-    for row in _records(extra.deps):
-        key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
-        if key not in seen:
-            seen.add(key)
-            deps.append({"src": key[0], "dst": key[1], "kind": key[2]})
-    kernels = _merge_kernels(_records(base.kernels), extra, streams, op_map, map_device, used)
-    merged = frames_of(
-        base.framework,
-        [*base.sources, *extra.sources],
-        base.time_unit,
-        {**extra.meta, **base.meta},
-        ops=ops,
-        kernels=kernels,
-        tensors=tensors,
-        consumes=consumes,
-        deps=deps,
-        devices=devices,
-        streams=streams,
-    )
+    rows = {"devices": _records(base.devices), "streams": _records(base.streams)}  # the merged frames' rows
+    map_device = _device_mapper(rows["devices"], _records(extra.devices), used)
+    rows["ops"], op_map = _merge_ops(_records(base.ops), _records(extra.ops), map_device, used)
+    rows["tensors"], tensor_map = _merge_tensors(_records(base.tensors), _records(extra.tensors), op_map, used)
+    rows["consumes"] = _merge_consumes(_records(base.consumes), _records(extra.consumes), op_map, tensor_map)
+    rows["deps"] = _merge_deps(_records(base.deps), _records(extra.deps), op_map)
+    rows["kernels"] = _merge_kernels(_records(base.kernels), extra, rows["streams"], op_map, map_device, used)
+    sources = [*base.sources, *extra.sources]
+    merged = frames_of(base.framework, sources, base.time_unit, {**extra.meta, **base.meta}, rows)
     merged.allocations = base.allocations.copy()
     merged.allocators = base.allocators.copy()
     merged.check()
     return merged
+
+
+def _merge_deps(deps: list[Row], extra: list[Row], op_map: dict[str, str]) -> list[Row]:
+    """Base deps, then the listing's mapped to base uids where base has no
+    dep of that (src, dst, kind)."""
+    seen = {(d["src"], d["dst"], d["kind"]) for d in deps}
+    for row in extra:
+        key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
+        if key not in seen:
+            seen.add(key)
+            deps.append({"src": key[0], "dst": key[1], "kind": key[2]})
+    return deps
 
 
 def _device_mapper(devices: list[Row], extra_devices: list[Row], used: set[str]) -> Callable[[str | None], str | None]:
