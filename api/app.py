@@ -87,6 +87,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     app.state.settings = settings
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     app.add_middleware(_JsonBodyLimit)
+    app.add_middleware(guide.BrowserKitCors)  # Neo4j Browser's preflights to /browser/*
     for cls, handler in _HANDLERS.items():
         app.add_exception_handler(cls, handler)
     app.add_api_route(
