@@ -11,7 +11,8 @@ live in modules of their own, one router each:
 * :mod:`.analyses`: ``GET /queries``, ``GET /queries/{name}``,
   ``GET /traces/{trace}/queries/{name}``, ``POST /traces/{trace}/whatif``
 * :mod:`.cypher`: ``POST /cypher`` (read-only)
-* :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass``
+* :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass`` (and
+  Neo4j Browser's CORS preflights to them)
 * ``GET /openapi.json``, ``GET /docs``
 
 Errors are ``{"detail": "one line"}`` with the status the error's class

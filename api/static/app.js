@@ -329,11 +329,11 @@ node.Trace { diameter: 120px; color: #2A2C34; border-color: #000000; text-color-
 node.OpTotals { diameter: 70px; color: #57606A; border-color: #2A2C34; text-color-internal: #FFFFFF; font-size: 12px; caption: 'op totals'; }
 node.Op { diameter: 150px; color: #4C8EDA; border-color: #2870C2; text-color-internal: #FFFFFF; font-size: 14px; caption: '{name}'; }
 node.Kernel { diameter: 130px; color: #FFC454; border-color: #D7A013; text-color-internal: #2A2C34; font-size: 12px; caption: '{name}'; }
-node.Tensor { diameter: 110px; color: #8DCC93; border-color: #5DB665; text-color-internal: #2A2C34; font-size: 13px; caption: '{shape}'; }
-node.Allocation { diameter: 100px; color: #F16667; border-color: #EB2728; text-color-internal: #FFFFFF; font-size: 13px; caption: '{bytes}'; }
+node.Tensor { diameter: 140px; color: #8DCC93; border-color: #5DB665; text-color-internal: #2A2C34; font-size: 18px; caption: '{shape}'; }
+node.Allocation { diameter: 120px; color: #F16667; border-color: #EB2728; text-color-internal: #FFFFFF; font-size: 18px; caption: '{bytes}'; }
 node.Collective { diameter: 120px; color: #DA7194; border-color: #CC3C6C; text-color-internal: #FFFFFF; font-size: 13px; caption: '{name}'; }
 node.Rank { diameter: 90px; color: #8DCC93; border-color: #5DB665; text-color-internal: #2A2C34; font-size: 14px; caption: 'rank {rank}'; }
-node.Allocator { diameter: 130px; color: #A5202A; border-color: #6E1016; text-color-internal: #FFFFFF; font-size: 14px; caption: '{name}'; }
+node.Allocator { diameter: 150px; color: #A5202A; border-color: #6E1016; text-color-internal: #FFFFFF; font-size: 18px; caption: '{name}'; }
 node.MemoryTimeline { diameter: 70px; color: #D9A3A7; border-color: #A5202A; text-color-internal: #000000; font-size: 12px; caption: '{points}'; }
 node.Device { diameter: 120px; color: #604A0E; border-color: #423204; text-color-internal: #FFFFFF; font-size: 14px; caption: '{name}'; }
 node.Stream { diameter: 100px; color: #C990C0; border-color: #B261A5; text-color-internal: #FFFFFF; font-size: 13px; caption: '{name}'; }
@@ -342,10 +342,10 @@ relationship.OBSERVED_NEXT { color: #7B4FBF; shaft-width: 6px; font-size: 14px; 
 relationship.DATA { color: #4C8EDA; shaft-width: 3px; font-size: 12px; caption: '<type>'; }
 relationship.CONTROL { color: #9AA1AC; shaft-width: 2px; font-size: 12px; caption: '<type>'; }
 relationship.CHAIN_PRED { color: #F79767; shaft-width: 4px; font-size: 12px; caption: '<type>'; }
-relationship.PRODUCES { color: #5DB665; shaft-width: 3px; font-size: 12px; caption: 'output {output_index}'; }
+relationship.PRODUCES { color: #5DB665; shaft-width: 3px; font-size: 14px; caption: 'output {output_index}'; }
 relationship.CONSUMES { color: #8DCC93; shaft-width: 2px; font-size: 12px; caption: 'input {input_index}'; }
-relationship.BACKED_BY { color: #F16667; shaft-width: 3px; font-size: 12px; caption: '<type>'; }
-relationship.IN_ALLOCATOR { color: #A5202A; shaft-width: 2px; font-size: 12px; caption: '<type>'; }
+relationship.BACKED_BY { color: #F16667; shaft-width: 3px; font-size: 14px; caption: '<type>'; }
+relationship.IN_ALLOCATOR { color: #A5202A; shaft-width: 3px; font-size: 14px; caption: '<type>'; }
 relationship.HAS_TIMELINE { color: #A5202A; shaft-width: 1px; caption: '<type>'; }
 relationship.ALLOCATED { color: #ECB5C9; shaft-width: 2px; caption: '<type>'; }
 relationship.LAUNCHED { color: #FFC454; shaft-width: 2px; caption: '<type>'; }
