@@ -4,7 +4,7 @@
 // @requires deps
 // @param trace TRACE: the trace
 // @param first_step INTEGER[0..] = 0: the window's first op, as its position on the critical path (0: the path's first op)
-// @param max_ops INTEGER[1..] = 10: at most this many ops from first_step on (widen it to see more; null, possible in Neo4j Browser: to the end)
+// @param max_ops INTEGER[1..] = 8: at most this many ops from first_step on (widen it to see more; null, possible in Neo4j Browser: to the end)
 // @column ops: number of ops in the returned path
 // @column window_us: the summed path weight of those ops (us; steps for traces timed in steps)
 // @column critical_path_us: the whole critical path's summed weight (same unit)
@@ -21,7 +21,7 @@
 // least the path's length, `ops` equals critical_path_ops and window_us
 // equals critical_path_us.
 //
-// Drawn. The default window, 10 ops, is what Neo4j Browser can draw with
+// Drawn. The default window, 8 ops, is what Neo4j Browser can draw with
 // every op's name readable in its frame (cypher/tracegraph.grass: op names
 // as captions, CRITICAL_PRED as thick red arrows captioned "waits for");
 // page through the path with first_step, or widen the window with max_ops
@@ -41,7 +41,7 @@
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param first_step => 0
-//   :param max_ops => 10
+//   :param max_ops => 8
 MATCH (tr:Trace {trace: $trace, uid: 'trace'})
 WITH tr, CASE WHEN $first_step IS NULL OR $first_step < 0 THEN 0 ELSE $first_step END AS lo
 WITH tr, lo, CASE WHEN $max_ops IS NULL OR lo + $max_ops > tr.critical_path_ops THEN tr.critical_path_ops - 1

@@ -286,10 +286,10 @@ def test_critical_path_graph(client, alexnet):
     assert ops == 5 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[10:15]
     weights = [r[table["columns"].index("dur_us")] for r in table["rows"]]
     assert window == pytest.approx(sum(weights[10:15]))
-    # The default window, the one a drawing shows: the path's first 10 ops.
+    # The default window, the one a drawing shows: the path's first 8 ops.
     ((ops, window, _, path),) = client.get(f"/traces/{alexnet}/queries/critical-path-graph").json()["rows"]
-    assert ops == 10 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[:10]
-    assert window == pytest.approx(sum(weights[:10]))
+    assert ops == 8 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[:8]
+    assert window == pytest.approx(sum(weights[:8]))
     # Cut at the path's end; nothing past it.
     ((ops, *_),) = client.get(
         f"/traces/{alexnet}/queries/critical-path-graph", params={"first_step": facts["critical_path_ops"] - 2}

@@ -327,8 +327,8 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
 relationship { color: #A5ABB6; shaft-width: 2px; font-size: 11px; padding: 3px; text-color-external: #000000; text-color-internal: #FFFFFF; caption: '<type>'; }
 node.Trace { diameter: 120px; color: #2A2C34; border-color: #000000; text-color-internal: #FFFFFF; font-size: 14px; caption: '{trace}'; }
 node.OpTotals { diameter: 70px; color: #57606A; border-color: #2A2C34; text-color-internal: #FFFFFF; font-size: 12px; caption: 'op totals'; }
-node.Op { diameter: 150px; color: #4C8EDA; border-color: #2870C2; text-color-internal: #FFFFFF; font-size: 14px; caption: '{name}'; }
-node.Kernel { diameter: 130px; color: #FFC454; border-color: #D7A013; text-color-internal: #2A2C34; font-size: 12px; caption: '{name}'; }
+node.Op { diameter: 160px; color: #4C8EDA; border-color: #2870C2; text-color-internal: #FFFFFF; font-size: 16px; caption: '{name}'; }
+node.Kernel { diameter: 140px; color: #FFC454; border-color: #D7A013; text-color-internal: #2A2C34; font-size: 14px; caption: '{name}'; }
 node.Tensor { diameter: 140px; color: #8DCC93; border-color: #5DB665; text-color-internal: #2A2C34; font-size: 18px; caption: '{shape}'; }
 node.Allocation { diameter: 120px; color: #F16667; border-color: #EB2728; text-color-internal: #FFFFFF; font-size: 18px; caption: '{bytes}'; }
 node.Collective { diameter: 120px; color: #DA7194; border-color: #CC3C6C; text-color-internal: #FFFFFF; font-size: 13px; caption: '{name}'; }
