@@ -11,7 +11,7 @@ from tracegraph.api.connection import GraphHolder
 from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings
 from tracegraph.api.models import CypherIn, CypherOut, error_responses
 from tracegraph.api.settings import Settings
-from tracegraph.output import jsonable
+from tracegraph.output import jsonable, readable_rows
 
 router = APIRouter(tags=["cypher"])
 
@@ -43,4 +43,5 @@ def cypher(
     )
     cap = settings.cypher_max_rows
     rows = res.rows if not cap or len(res.rows) <= cap else res.rows[:cap]
+    rows = readable_rows(res.columns, rows)
     return JSONResponse({"columns": list(res.columns), "rows": jsonable(rows), "truncated": len(rows) < len(res.rows)})

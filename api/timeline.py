@@ -41,6 +41,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tracegraph.output import readable
+
 # What the timeline reads of a trace (Graph.read_columns: each engine's fastest bulk read).
 OP_COLUMNS: dict[str, type] = {
     "name": str,
@@ -477,18 +479,18 @@ def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list
                 "name": name,
                 "process_group": group,
                 "last_rank": last_rank,
-                "caused_us": caused,
-                "last_arrival_us": last_at,
+                "caused_us": readable(caused, time=True),
+                "last_arrival_us": readable(last_at, time=True),
                 "calls": [],
             },
         )
         c["calls"].append(
             {
                 "rank": rank,
-                "lane": _lane_of(tl, call, float(start), stream=is_kernel),
-                "start_us": start,
-                "end_us": end,
-                "wait_us": wait,
+                "lane": lane_of(tl, call, float(start), stream=is_kernel),
+                "start_us": readable(start, time=True),
+                "end_us": readable(end, time=True),
+                "wait_us": readable(wait, time=True),
             }
         )
     out = [by_key[k] for k in sorted(by_key, key=lambda k: (k[0] or "", k[1]))]
@@ -497,7 +499,7 @@ def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list
     return out
 
 
-def _lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
+def lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
     """The id of the lane whose bar named ``name`` starts at ``start``."""
     for lane in tl.lanes:
         if (lane.stream is not None) != stream:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tracegraph.db.base import SCHEMA_VERSION, Graph
 from tracegraph.errors import BadRequest, DatabaseError, NotFound, QueryError, QueryTimeout
+from tracegraph.output import readable_rows
 from tracegraph.queries.catalog import Analysis, get
 from tracegraph.queries.types import AnalysisResult, Unavailable
 
@@ -79,7 +80,9 @@ def unavailable(graph: Graph, analysis: Analysis, params: dict[str, Any]) -> Una
 def run_analysis(
     graph: Graph, name: str, trace: str, raw_params: Mapping[str, Any] | None = None, *, timeout_ms: int | None = None
 ) -> AnalysisResult:
-    """Run catalog analysis ``name`` on ``trace``.
+    """Run catalog analysis ``name`` on ``trace``: its rows with numbers
+    as people read them (:func:`~tracegraph.output.readable_rows`), and
+    when there are none, the analysis's ``@empty`` line why.
 
     An analysis never answers with the engine's own words: the catalog's
     texts are tested on both engines, so a statement the database refuses
@@ -98,5 +101,6 @@ def run_analysis(
     except QueryError:
         given = ", ".join(f"{k}={v!r}" for k, v in params.items() if k != "trace") or "none"
         raise BadRequest(f"analysis {name} could not run on trace {trace!r} with these parameters ({given})") from None
-    note = None if res.rows else "no rows: the trace has nothing that matches"
-    return AnalysisResult(name, trace, res.columns or columns, res.rows, None, note)
+    note = None if res.rows else analysis.no_rows(params)
+    out_columns = res.columns or columns
+    return AnalysisResult(name, trace, out_columns, readable_rows(out_columns, res.rows), None, note)

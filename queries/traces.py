@@ -7,6 +7,7 @@ from dataclasses import fields
 from typing import Any
 
 from tracegraph.db.base import Graph
+from tracegraph.output import is_time, readable
 from tracegraph.queries.run import trace_facts
 from tracegraph.queries.types import TraceSummary
 
@@ -21,7 +22,7 @@ def _number(name: str, v: Any) -> Any:
     if name in _INTS:
         return int(v)
     if name in _FLOATS:
-        return float(v)
+        return readable(float(v), is_time(name))
     return v
 
 

