@@ -409,18 +409,12 @@ def _first_slide(
 
 def _analysis_slide(a: Analysis, base: str, trace: str, values: Mapping[str, Any]) -> str:
     params = [p for p in a.params if p.name != "trace"]
-    rows = "".join(
-        f"<tr><td><code>{_text(p.name)}</code></td><td>{_text(_type_text(p))}</td>"
-        f"<td>{'required' if p.required else _text(repr(p.default) if p.default is not None else 'null')}</td>"
-        f"<td>{_text(p.doc)}</td></tr>"
+    described = "".join(
+        f"<li><code>{_text(p.name)}</code> ({_text(_type_text(p))}, "
+        f"{'required' if p.required else 'default ' + _text(cypher_literal(p.default))}): {_text(p.doc)}</li>"
         for p in params
     )
-    table = (
-        '<table class="table table-condensed"><tr><th>parameter</th><th>type</th><th>default</th>'
-        f"<th></th></tr>{rows}</table>"
-        if params
-        else ""
-    )
+    table = f"<p>Parameters:</p><ul>{described}</ul>" if params else ""
     setup = (
         "<p>Set its parameters, one block each (the trace is the one set on the first slide):</p>"
         + "".join(_runnable(b) for b in param_blocks(a, values))
