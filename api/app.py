@@ -11,7 +11,8 @@ live in modules of their own, one router each:
 * :mod:`.analyses`: ``GET /queries``, ``GET /queries/{name}``,
   ``GET /traces/{trace}/queries/{name}``, ``POST /traces/{trace}/whatif``
 * :mod:`.cypher`: ``POST /cypher`` (read-only)
-* :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass``
+* :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass`` (and
+  Neo4j Browser's CORS preflights to them)
 * ``GET /openapi.json``, ``GET /docs``
 
 Errors are ``{"detail": "one line"}`` with the status the error's class
@@ -87,6 +88,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     app.state.settings = settings
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     app.add_middleware(_JsonBodyLimit)
+    app.add_middleware(guide.BrowserKitCors)  # Neo4j Browser's preflights to /browser/*
     for cls, handler in _HANDLERS.items():
         app.add_exception_handler(cls, handler)
     app.add_api_route(
