@@ -220,22 +220,6 @@ class Graph(Protocol):
         """Remove what dead loaders and interrupted drops left behind; returns what was removed."""
         ...
 
-    # Ingest jobs (api/jobs.py) are kept in the database, so that every API
-    # process serving it sees every job. A job is a JSON-able dict with at
-    # least ``id`` (text), ``created_at`` (epoch seconds) and ``status``.
-
-    def save_job(self, job: dict[str, Any]) -> None:
-        """Store ``job``, replacing the stored job of its id."""
-        ...
-
-    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The job ``job_id`` (a list of one, or empty), or the newest ``limit`` jobs, newest first."""
-        ...
-
-    def forget_jobs(self, keep: int) -> None:
-        """Delete finished jobs (done or failed) but the newest ``keep`` of them."""
-        ...
-
     def version(self) -> str: ...
 
     def close(self) -> None: ...
@@ -286,14 +270,6 @@ def rows_query(label: str, columns: dict[str, type], where: str = "") -> str:
         + " RETURN "
         + ", ".join(f"n.{c}" for c in columns)
     )
-
-
-FINISHED_JOBS = ("done", "failed")
-
-
-def job_order(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Newest first; jobs created in the same instant by their ids (the engines' one order)."""
-    return sorted(jobs, key=lambda j: (-float(j.get("created_at") or 0), str(j.get("id"))))
 
 
 def checkpoint(name: str) -> None:

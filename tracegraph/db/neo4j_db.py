@@ -10,7 +10,6 @@ Trace node's status, leases, swaps in batches) is
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -31,7 +30,6 @@ from neo4j.exceptions import (
 from neo4j.graph import Node, Path, Relationship
 
 from tracegraph.db.base import (
-    FINISHED_JOBS,
     LABELS,
     Deadline,
     Progress,
@@ -229,37 +227,6 @@ class Neo4jGraph:
 
     def sweep(self) -> list[str]:
         return self._publisher.sweep()
-
-    # -- ingest jobs: IngestJob nodes, outside every trace -----------------
-
-    def save_job(self, job: dict[str, Any]) -> None:
-        self.ensure_schema()
-        self.run(
-            "MERGE (j:IngestJob {id: $id}) SET j.record = $record, j.created_at = $created, j.finished = $finished",
-            {
-                "id": job["id"],
-                "record": json.dumps(job),
-                "created": float(job["created_at"]),
-                "finished": job.get("status") in FINISHED_JOBS,
-            },
-            write=True,
-        )
-
-    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        if job_id is not None:
-            res = self.run("MATCH (j:IngestJob {id: $id}) RETURN j.record", {"id": job_id})
-        else:
-            res = self.run(
-                "MATCH (j:IngestJob) RETURN j.record ORDER BY j.created_at DESC, j.id LIMIT $limit", {"limit": limit}
-            )
-        return [json.loads(r[0]) for r in res.rows]
-
-    def forget_jobs(self, keep: int) -> None:
-        self.run(
-            "MATCH (j:IngestJob) WHERE j.finished WITH j ORDER BY j.created_at DESC, j.id SKIP $keep DETACH DELETE j",
-            {"keep": keep},
-            write=True,
-        )
 
     # -- the rest of the interface ----------------------------------------
 
