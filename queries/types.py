@@ -9,7 +9,7 @@ here knows about either front end.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tracegraph.output import jsonable
 
@@ -60,6 +60,7 @@ class TraceSummary:
     sources: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)  # the format's facts (the Trace node's ``meta_*``)
+    warnings: list[str] = field(default_factory=list)  # what the answers of its analyses are short of
 
     def path_summary(self) -> str:
         """One line: the dependency critical path against the observed one
@@ -178,6 +179,229 @@ class DroppedTrace:
     deleted_nodes: int
 
 
+@dataclass(frozen=True)
+class IngestResult:
+    """A trace stored: what was written (nodes and relationships by label
+    and type, the Trace node and the membership relationships aside), how
+    long each phase took (seconds), and the trace as listed (with its
+    warnings)."""
+
+    trace: str
+    nodes: dict[str, int]
+    relationships: dict[str, int]
+    timings: dict[str, float]
+    summary: TraceSummary
+
+
+@dataclass(frozen=True)
+class CypherResult:
+    """Ad-hoc Cypher's answer: at most the row cap's rows (``truncated``
+    when there were more), and what a write changed."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = False
+    changes: dict[str, int] = field(default_factory=dict)  # what a write changed (its counters that are not 0)
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether the database answers (``status`` ok / unavailable,
+    ``database`` reachable / unreachable), and the versions."""
+
+    status: str
+    backend: str  # embedded, falkordb or neo4j
+    database: str
+    version: str  # tracegraph's
+    database_version: str | None = None
+    detail: str | None = None  # why not reachable
+
+
 def as_json(value: Any) -> Any:
     """A service value (or a list of them) as plain JSON (NaN and infinities as null)."""
     return jsonable(value)
+
+
+# -- the web UI's timeline ------------------------------------------------------
+# (The attribute docstrings below are the HTTP API's field descriptions:
+# pydantic, which builds its document from these classes, reads them.)
+
+DESCRIBED = {"use_attribute_docstrings": True}
+
+
+@dataclass(frozen=True)
+class HighlightInfo:
+    """A source the timeline can highlight bars from: a catalog analysis."""
+
+    __pydantic_config__ = DESCRIBED
+    name: str
+    label: str
+    analysis: str
+    column: str
+    """the analysis's column that names the highlighted ops (or kernels)"""
+
+
+@dataclass(frozen=True)
+class TraceHighlight:
+    """A highlight source as it applies to one trace."""
+
+    __pydantic_config__ = DESCRIBED
+    name: str
+    label: str
+    analysis: str
+    column: str
+    """the analysis's column that names the highlighted ops (or kernels)"""
+    available: bool
+    """whether the trace has what the source's analysis requires (its @requires)"""
+    note: str | None = None
+    """why it is not available"""
+
+
+LaneKind = Literal["ops", "compute", "memcpy", "communication"]
+
+
+@dataclass(frozen=True)
+class LaneInfo:
+    """One row of the timeline."""
+
+    __pydantic_config__ = DESCRIBED
+    id: int
+    name: str
+    device: str
+    kind: LaneKind
+    """ops: op lanes of a device; compute, memcpy, communication: a device stream, by what its kernels are (all
+    copies or memsets: memcpy; all NCCL: communication), else the stored Stream.kind"""
+    bars: int
+    stream: str | None = None
+    """the stream's name (null for op lanes)"""
+    kernel_kinds: dict[str, int] = field(default_factory=dict)
+    """stream lanes: how many kernels of each Kernel.kind it holds"""
+
+
+@dataclass(frozen=True)
+class CollectiveCallInfo:
+    """One rank's call of a collective, placed on the timeline."""
+
+    __pydantic_config__ = DESCRIBED
+    rank: int
+    lane: int | None
+    """the lane holding the call's bar (null: not drawn)"""
+    start_us: float
+    """the call's start: the rank's arrival"""
+    end_us: float
+    wait_us: float
+    """its wait for the last rank"""
+
+
+@dataclass(frozen=True)
+class CollectiveInfo:
+    """A collective joined across ranks, with its calls."""
+
+    __pydantic_config__ = DESCRIBED
+    seq: int
+    name: str
+    process_group: str | None
+    last_rank: int
+    """the rank that arrived last"""
+    caused_us: float
+    """the delay the last rank alone caused (see the stragglers analysis)"""
+    last_arrival_us: float
+    calls: list[CollectiveCallInfo]
+
+
+@dataclass(frozen=True)
+class TimelineInfo:
+    """A trace's timeline: its lanes, time span, highlights and collectives."""
+
+    __pydantic_config__ = DESCRIBED
+    trace: str
+    t_min: float
+    t_max: float
+    lanes: list[LaneInfo]
+    time_unit: str | None = None
+    note: str | None = None
+    """why the timeline is empty"""
+    highlights: list[TraceHighlight] = field(default_factory=list)
+    """the highlight sources, in order of preference, for this trace"""
+    highlight_default: str | None = None
+    """the first available highlight source (null when none is): what the timeline opens with"""
+    collectives: list[CollectiveInfo] = field(default_factory=list)
+    """collectives joined across ranks, each call placed on its lane"""
+
+
+@dataclass(frozen=True)
+class WindowLane:
+    """One lane's bars in a window, column by column."""
+
+    __pydantic_config__ = DESCRIBED
+    id: int
+    s: list[float]
+    """bar starts"""
+    e: list[float]
+    """bar ends"""
+    n: list[int]
+    """bars merged into this one (1: a single op or kernel)"""
+    h: list[int]
+    """1 when the bar (or any merged into it) is highlighted"""
+    i: list[int]
+    """single bars: a key of `names`; merged bars: -1"""
+    names: dict[str, list[str | None]]
+    """key -> [name, type, op]"""
+
+
+@dataclass(frozen=True)
+class Window:
+    """The bars of a time window at screen resolution."""
+
+    __pydantic_config__ = DESCRIBED
+    trace: str
+    t0: float
+    t1: float
+    px: int
+    res: float
+    """time per pixel"""
+    bars: int
+    truncated: bool
+    """the bars went over the cap: the lanes after the last one sent are empty"""
+    lanes: list[WindowLane]
+    highlight: str | None = None
+    highlight_ops: int | None = None
+    """how many ops (or kernels) the highlight source named"""
+    highlight_note: str | None = None
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor an op reads or writes."""
+
+    name: str | None
+    shape: str | None
+    dtype: str | None
+    bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel an op launched."""
+
+    name: str | None
+    stream: str | None
+    start_us: float | None
+    end_us: float | None
+
+
+@dataclass(frozen=True)
+class OpDetail:
+    """One op, as the timeline's card shows it."""
+
+    name: str
+    type: str | None = None
+    device: str | None = None
+    start_us: float | None = None
+    end_us: float | None = None
+    weight_us: float | None = None
+    cp_step: int | None = None
+    phase: str | None = None
+    inputs: list[TensorInfo] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+    kernels: list[KernelInfo] = field(default_factory=list)  # the first 20, by start
