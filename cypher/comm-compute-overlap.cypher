@@ -11,7 +11,7 @@
 // @column exposed_share: exposed_comm_us / comm_us (null when comm_us is 0)
 //
 // Definition. Made at ingest per rank (`ingest/ranks.py`). A rank is the
-// `rank<r>/` prefix of an op's thread or a device's name. On a rank with
+// `rank` the format gives an op or a device. On a rank with
 // kernels (mode gpu), communication = its NCCL kernels, computation = its
 // compute kernels (copies and memsets are neither), on any of its streams.
 // On a rank without kernels (mode cpu), communication = its ops of phase

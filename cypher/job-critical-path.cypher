@@ -3,7 +3,7 @@
 // @requires times
 // @param trace TRACE: the trace (one rank, or several ranks' files ingested as one)
 // @column leg: 0-based position of the stretch on the path (time order)
-// @column rank: the rank the stretch runs on (null: a trace of one rank, whose threads carry no `rank<r>/` prefix)
+// @column rank: the rank the stretch runs on (null: a trace of one rank, whose ops and kernels carry no `rank`)
 // @column entered_at: the event of the stretch's first segment: for every leg but the first, the collective call where the path crossed to this rank
 // @column start_us: when the stretch starts (us since the trace's first event)
 // @column end_us: when it ends (us)
@@ -11,8 +11,8 @@
 // @column segments: how many path segments it has
 //
 // Definition. The segments of `observed-critical-path` in step order,
-// cut into legs wherever the rank of the segment's resource (its
-// `rank<r>/` prefix) changes. The path crosses ranks only at collectives
+// cut into legs wherever the rank of the segment's op or kernel (its
+// `rank`) changes. The path crosses ranks only at collectives
 // joined across ranks (`stragglers`, `cypher/SCHEMA.md`): a collective
 // completes on no rank before its last rank arrives, so in the
 // happens-before graph the last arrival's call start leads to every
@@ -39,7 +39,7 @@ CALL {
 UNWIND range(0, size(n.ocp_steps) - 1) AS i
 WITH n.ocp_steps[i] AS step, n.name AS event, n.ocp_starts_us[i] AS start, n.ocp_durs_us[i] AS dur,
      n.ocp_counted[i] AS counted,
-     CASE WHEN n.ocp_resource STARTS WITH 'rank' THEN toInteger(substring(split(n.ocp_resource, '/')[0], 4)) END AS rank
+     n.rank AS rank
 ORDER BY step
 WITH collect({event: event, start: start, dur: dur, counted: counted, rank: rank}) AS segs
 WITH segs, [i IN range(0, size(segs) - 1) WHERE i = 0 OR segs[i].rank <> segs[i - 1].rank] AS firsts

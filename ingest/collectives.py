@@ -2,7 +2,7 @@
 event of the job.
 
 In a multi-rank trace (several PyTorch rank files ingested as one trace,
-ops' threads named ``rank<r>/pid:tid``, devices ``rank<r>/cuda:0``), a
+each op and device with its ``rank``), a
 rank's *collective calls* are its NCCL kernels when the trace has any,
 SendRecv kernels (point-to-point traffic, all_to_all too) left out: the
 collective waits and completes on the device. They are grouped by process
@@ -11,12 +11,12 @@ with ``Process Group Ranks`` and ``Collective name``; one group, of every
 rank of the trace, when absent) and named by ``Collective name``, else by
 the kernel name (``ncclKernel_AllReduce_...``: ``AllReduce``).
 
-Without NCCL kernels, a rank's collective calls are its outermost
-``c10d::`` ops: the host-side call torch.distributed makes
-for every collective (``c10d::allreduce_``, ``c10d::barrier``,
-``c10d::broadcast_``, ...; a ``c10d::`` op nested in another is part of
-it). Point-to-point calls (``c10d::send``, ``c10d::recv_``,
-``c10d::recv_any_source_``) are not collectives and are left out.
+Without NCCL kernels, a rank's collective calls are its ops the format
+marks as such (``Op.collective``): for PyTorch the host-side call
+torch.distributed makes for every collective (``c10d::allreduce_``,
+``c10d::barrier``, ``c10d::broadcast_``, ...; a ``c10d::`` op nested in
+another is part of it; point-to-point calls such as ``c10d::send`` are not
+collectives).
 
 Matching. torch.distributed requires every rank of a group to call its
 collectives in the same order, so the k-th collective call of every rank
@@ -55,9 +55,8 @@ import pandas as pd
 
 from tracegraph import schema
 from tracegraph.ingest.frames import Row, TraceFrames, frame
-from tracegraph.ingest.ranks import kernel_ranks, rank_of
+from tracegraph.ingest.ranks import kernel_ranks, op_ranks, ranks
 
-POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
 # NCCL kernels of point-to-point traffic (lowercased collective names); all_to_all runs as these too.
 POINT_TO_POINT_KERNELS = frozenset({"sendrecv", "send", "recv"})
 
@@ -80,7 +79,7 @@ def join_collectives(tf: TraceFrames) -> dict[str, int | bool | float | None]:
                 tag = group or members_text or None
                 unmatched += _join(calls, ranks, group or None, tag, "kernel", collectives, joins)
     else:
-        calls = _calls(tf.ops)
+        calls = _calls(tf)
         if len(calls) >= 2:  # one rank: nothing to join, nothing missed
             unmatched = _join(calls, sorted(calls), None, None, "op", collectives, joins)
     tf.collectives = frame(collectives, COLLECTIVE_COLUMNS)
@@ -141,18 +140,16 @@ def _join(
     return sum(len(c) - (k if r in ranks else 0) for r, c in calls.items())
 
 
-def _calls(ops: pd.DataFrame) -> Calls:
+def _calls(tf: TraceFrames) -> Calls:
     """Per rank, its collective calls ``(op uid, name, start)`` in start order."""
-    names = ops["name"].astype(str)
-    c10d = names.str.startswith("c10d::")
-    if not c10d.any():
+    ops = tf.ops
+    call = ops["collective"].notna().to_numpy()
+    if not call.any():
         return {}
-    outermost = c10d & ~names.isin(POINT_TO_POINT) & ~ops["parent"].isin(set(ops.loc[c10d, "uid"]))
     calls: Calls = {}
-    chosen = ops[outermost]
-    ranks = rank_of(chosen["thread"].fillna(""))
+    chosen = ops[call]
     for uid, name, rank, start, end in zip(
-        chosen["uid"], chosen["name"], ranks.tolist(), chosen["start_us"], chosen["end_us"]
+        chosen["uid"], chosen["collective"], op_ranks(tf)[call].tolist(), chosen["start_us"], chosen["end_us"]
     ):
         if pd.notna(start):
             calls.setdefault(int(rank), []).append((str(uid), str(name), float(start), float(end)))
@@ -162,9 +159,9 @@ def _calls(ops: pd.DataFrame) -> Calls:
 
 
 def _ranks(tf: TraceFrames) -> list[int]:
-    """Every rank of the trace (of its threads and devices)."""
-    names = pd.concat([tf.ops["thread"].dropna().astype(str), tf.devices["name"].dropna().astype(str)])
-    return sorted(set(rank_of(names).tolist()))
+    """Every rank of the trace (of its ops on threads and its devices)."""
+    threaded = tf.ops["thread"].notna().to_numpy()
+    return sorted(set(op_ranks(tf)[threaded].tolist()) | set(ranks(tf.devices["rank"]).tolist()))
 
 
 def _kernel_calls(tf: TraceFrames) -> dict[tuple[str, str], tuple[list[int] | None, Calls]]:

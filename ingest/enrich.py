@@ -64,7 +64,6 @@ class Summary:
 def enrich(tf: TraceFrames) -> Summary:
     """Add derived columns to ``tf`` in place; return the trace summary."""
     ops = tf.ops
-    ops["scope"] = ops["name"].map(lambda n: n.rsplit("/", 1)[0] if "/" in n else "")
     ops["weight_us"] = _weights(tf)
     summary = Summary()
     summary.props.update(_dag_passes(tf))

@@ -51,6 +51,7 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
     for df in (tf.ops, tf.tensors, tf.devices, tf.streams, tf.allocators):
         name_of.update(zip(df["uid"].tolist(), df["name"].tolist()))
     device_of = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
+    device_rank = pd.Series(tf.devices["rank"].to_numpy(), index=tf.devices["uid"].to_numpy(dtype=object))
 
     def names(col: pd.Series, via: dict[Any, Any] | None = None) -> pd.Series:
         # dict lookups (Series.map(dict) builds an index of the dict first)
@@ -66,13 +67,16 @@ def _frames(tf: TraceFrames) -> dict[str, pd.DataFrame]:
     return {
         "op_totals": _op_totals(tf.ops),
         "devices": tf.devices,
-        "streams": tf.streams.assign(device_name=names(tf.streams["device"])),
+        "streams": tf.streams.assign(
+            device_name=names(tf.streams["device"]), rank=tf.streams["device"].map(device_rank).to_numpy()
+        ),
         "allocators": tf.allocators.assign(device_name=names(tf.allocators["device"])),
         "ops": tf.ops.assign(device_name=names(tf.ops["device"])),
         "kernels": tf.kernels.assign(
             op_name=names(tf.kernels["op"]),
             stream_name=names(tf.kernels["stream"]),
             device_name=names(tf.kernels["stream"], device_of),
+            rank=tf.kernels["stream"].map(device_of).map(device_rank).to_numpy(),
         ),
         "tensors": tf.tensors.assign(producer_name=names(tf.tensors["producer"])),
         "allocations": tf.allocations.assign(

@@ -6,8 +6,8 @@ communication is time the rank did nothing else. The shares are interval
 arithmetic over the whole trace, done here once (Cypher does running
 unions badly).
 
-A rank is the ``rank<r>/`` prefix of an op's thread or of a device's name
-(several rank files ingested as one trace); a trace of one rank is rank 0.
+A rank is the ``rank`` the format gives an op and a device (several rank
+files ingested as one trace); a trace of one rank is rank 0.
 A rank with device kernels is measured on its devices (``mode`` gpu):
 communication = its NCCL kernels (kind ``communication``), computation =
 its compute kernels (copies and memsets are neither). A rank without
@@ -26,8 +26,6 @@ streams when it has kernels, else its host threads.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -37,25 +35,26 @@ from tracegraph.ingest.formats.kit import Role
 from tracegraph.ingest.frames import Row, TraceFrames, frame
 from tracegraph.ingest.intervals import covered, union_intervals
 
-# A multi-rank trace's thread and device names start with their rank (the Kineto parser's prefix).
-RANK_PREFIX = re.compile(r"^rank(\d+)/")
 RANK_COLUMNS = schema.TABLE["ranks"].names()
 
 
-def rank_of(names: pd.Series) -> np.ndarray:
-    """The rank of each thread or device name: its ``rank<r>/`` prefix, else 0
-    (read once per distinct name: a job has a few threads, and 10^5 ops)."""
-    codes, uniques = pd.factorize(names.astype(str))
-    found = [RANK_PREFIX.match(u) for u in uniques.tolist()]
-    ranks = np.array([int(m[1]) if m else 0 for m in found], dtype=np.int64)
-    return ranks[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+def ranks(column: pd.Series) -> np.ndarray:
+    """A ``rank`` column as int64 ranks (absent: 0, a trace of one rank)."""
+    return pd.to_numeric(column, errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+
+
+def op_ranks(tf: TraceFrames) -> np.ndarray:
+    """The rank of each op."""
+    return ranks(tf.ops["rank"])
 
 
 def kernel_ranks(tf: TraceFrames, streams: pd.Series) -> np.ndarray:
-    """The rank of each kernel, given its stream uid: its device's name's prefix."""
-    device_name = dict(zip(tf.devices["uid"].tolist(), tf.devices["name"].tolist()))
-    stream_device = dict(zip(tf.streams["uid"].tolist(), tf.streams["device"].tolist()))
-    return rank_of(pd.Series([device_name.get(stream_device.get(s), "") for s in streams.tolist()], dtype=object))
+    """The rank of each kernel, given its stream uid: its device's."""
+    device_rank = pd.Series(ranks(tf.devices["rank"]), index=tf.devices["uid"].to_numpy(dtype=object))
+    stream_device = pd.Series(
+        tf.streams["device"].to_numpy(dtype=object), index=tf.streams["uid"].to_numpy(dtype=object)
+    )
+    return ranks(streams.map(stream_device).map(device_rank))
 
 
 def rank_table(tf: TraceFrames) -> bool:
@@ -73,7 +72,7 @@ def rank_table(tf: TraceFrames) -> bool:
         t if isinstance(t, str) else str(device_name.get(d, d) if isinstance(d, str) else "host")
         for t, d in zip(ops["thread"].tolist(), ops["device"].tolist())
     ]
-    o_rank = rank_of(pd.Series(lane, dtype=object))
+    o_rank = op_ranks(tf)
     k_start = pd.to_numeric(kernels["start_us"], errors="coerce").to_numpy(float)
     k_end = pd.to_numeric(kernels["end_us"], errors="coerce").to_numpy(float)
     o_start = pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(float)

@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import heapq
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
-from tracegraph.ingest.ranks import RANK_PREFIX
 from tracegraph.queries.types import CollectiveCallInfo, CollectiveInfo, LaneInfo, LaneKind, Window, WindowLane
 
 MAX_BARS = 40_000  # per window answer, over all lanes
@@ -105,11 +104,10 @@ class TraceTimeline:
     highlights: dict[str, tuple[list[np.ndarray], str | None, int]] = field(default_factory=dict)
 
 
-def _device_order(device: str) -> tuple[int, str]:
-    """Devices by rank first (``rank2/cpu`` before ``rank10/cpu``), then by
-    name. (The one place the timeline reads a device's rank.)"""
-    found = RANK_PREFIX.match(device)
-    return (int(found[1]), device) if found else (-1, device)
+def _device_order(rank: dict[str, int]) -> Callable[[str], tuple[int, str]]:
+    """Devices by rank first (rank 2's before rank 10's; devices of no rank
+    first), then by name. (The one place the timeline orders by rank.)"""
+    return lambda device: (rank.get(device, -1), device)
 
 
 def _short_device(device: str | None) -> str:
@@ -170,15 +168,19 @@ def build(
     stream_rows: Sequence[Sequence[Any]] = (),
 ) -> TraceTimeline:
     """Lanes from the rows :func:`read_rows` reads (columns OP_COLUMNS,
-    KERNEL_COLUMNS and STREAM_COLUMNS; an op row without its last column,
-    ``thread``, is an op of no known thread)."""
-    stream_kinds = {(device or "", name): kind for name, device, kind in stream_rows}
+    KERNEL_COLUMNS and STREAM_COLUMNS; an op row without its last columns,
+    ``thread`` and ``rank``, is an op of no known thread and rank, a stream
+    row without ``rank`` one of no known rank)."""
+    stream_kinds = {(row[1] or "", row[0]): row[2] for row in stream_rows}
+    rank = {row[1] or "": row[3] for row in stream_rows if len(row) > 3 and row[3] is not None}
     lanes: list[Lane] = []
     ops_by_device: dict[str, dict[str, list[Bar]]] = {}  # device -> thread ("": not known) -> ops
     by_device: dict[str, dict[str, list[Bar]]] = {}  # device -> stream -> kernels
     critical: set[str] = set()
     for name, typ, device, s, e, cp_step, *rest in op_rows:
         thread = (rest[0] if rest else None) or ""
+        if len(rest) > 1 and rest[1] is not None:
+            rank[device or ""] = rest[1]
         ops_by_device.setdefault(device or "", {}).setdefault(thread, []).append((float(s), float(e), name, typ, name))
         if cp_step is not None:
             critical.add(name)
@@ -187,7 +189,7 @@ def build(
             (float(s), float(e), name, kind or "kernel", op or "")
         )
     t_min, t_max = np.inf, -np.inf
-    for device in sorted(set(ops_by_device) | set(by_device), key=_device_order):
+    for device in sorted(set(ops_by_device) | set(by_device), key=_device_order(rank)):
         short = _short_device(device)
         threads = {
             t: sorted(rows, key=lambda r: (r[0], r[1], r[2])) for t, rows in ops_by_device.get(device, {}).items()

@@ -35,6 +35,7 @@ OP_COLUMNS: dict[str, type] = {
     "end_us": float,
     "cp_step": int,
     "thread": str,
+    "rank": int,
 }
 KERNEL_COLUMNS: dict[str, type] = {
     "name": str,
@@ -49,6 +50,7 @@ STREAM_COLUMNS: dict[str, type] = {
     "name": str,
     "device_name": str,
     "kind": str,
+    "rank": int,
 }
 TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
 # What identifies a bar among the nodes a predicate marks (read_marked).

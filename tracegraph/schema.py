@@ -92,6 +92,7 @@ TABLES: tuple[Table, ...] = (
             UID,
             _c("name", "str", "`/device:GPU:0`, `cuda:0`, ..."),
             _c("kind", "str", "GPU / CPU / ..."),
+            _c("rank", "int", "the rank of the job it belongs to (multi-rank traces; absent in a trace of one rank)"),
         ),
     ),
     Table(
@@ -104,6 +105,7 @@ TABLES: tuple[Table, ...] = (
             _c("name", "str", "`stream:13`, `memcpy`, ..."),
             _c("kind", "str", "`compute` / `memcpy`"),
             _c("device_name", "str", "its device's name", STORE),
+            _c("rank", "int", "its device's rank (multi-rank traces)", STORE),
             _c("busy_us", "float", "length of the union of its kernel intervals", ENRICH),
         ),
     ),
@@ -173,8 +175,19 @@ TABLES: tuple[Table, ...] = (
                 "takes part in the dependency DAG (absent on every op of a trace: every executed op does; "
                 "a PyTorch trace joined to its Execution Trace marks its outermost tensor ops)",
             ),
+            _c(
+                "rank",
+                "int",
+                "the rank of the job it ran on (multi-rank traces, on every op of a rank; absent in a trace of one rank)",
+            ),
+            _c(
+                "collective",
+                "str",
+                "on a rank's host-side call of a collective, the call (`c10d::allreduce_`, ...; set by the format: "
+                "PyTorch's outermost `c10d::` ops, point-to-point calls left out); absent on other ops",
+            ),
+            _c("scope", "str", "its name scope: the name without its last `/` component (set by the format)"),
             _c("device_name", "str", "its device's name", STORE),
-            _c("scope", "str", "name without its last `/` component", ENRICH),
             _c("weight_us", "float", "its weight (see below)", ENRICH),
             _c(
                 "path_weight_us",
@@ -229,6 +242,7 @@ TABLES: tuple[Table, ...] = (
             _c("op_name", "str", "its op's name", STORE),
             _c("stream_name", "str", "its stream's name", STORE),
             _c("device_name", "str", "its stream's device's name", STORE),
+            _c("rank", "int", "its stream's device's rank (multi-rank traces)", STORE),
             _c("next_kernel", "str", "uid of the next kernel on its stream in start order", ENRICH, False),
             _c("gap_after_us", "float", "idle time before the next kernel on the stream", ENRICH),
             _c("exposed_us", "float", "copies: copy time no compute kernel on the same device covers", ENRICH),
@@ -311,7 +325,7 @@ TABLES: tuple[Table, ...] = (
         "rank of a job (0 for a trace of one rank), for traces with times",
         (
             _c("uid", "str", "`rank:<rank>`", ENRICH),
-            _c("rank", "int", "the rank (the `rank<r>/` prefix of its threads and devices)", ENRICH),
+            _c("rank", "int", "the rank (its ops' and devices' `rank`; 0 for a trace of one rank)", ENRICH),
             _c(
                 "mode", "str", "`gpu`: measured on its kernels; `cpu`: on its host ops (a rank without kernels)", ENRICH
             ),
@@ -334,7 +348,7 @@ TABLES: tuple[Table, ...] = (
         None,
         "a rank's call of a collective",
         (
-            _c("op", "str", "uid of the rank's call when it is a host op (its outermost `c10d::` op)", ENRICH),
+            _c("op", "str", "uid of the rank's call when it is a host op (an op with `collective`)", ENRICH),
             _c("kernel", "str", "uid of the rank's call when it is a device kernel (NCCL)", ENRICH),
             _c("collective", "str", "uid of the collective", ENRICH),
             _c("rank", "int", "the rank", ENRICH),

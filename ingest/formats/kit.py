@@ -88,6 +88,14 @@ def device_kind(name: str) -> str:
     return _KIND_WORDS.get(word, word.upper())
 
 
+def scope_of(name: str) -> str:
+    """The name scope of a scoped name (TF, XPlane and most formats name
+    ops ``scope/inner/op``): the name without its last ``/`` component,
+    ``""`` for a name without one. :meth:`FramesBuilder.frames` gives it
+    to every op whose format set no scope of its own."""
+    return name.rsplit("/", 1)[0] if "/" in name else ""
+
+
 def short_device(name: str) -> str:
     """``/job:localhost/replica:0/task:0/device:GPU:0`` -> ``/device:GPU:0``
     (other names unchanged)."""
@@ -119,11 +127,17 @@ class FramesBuilder:
     mention wins); dependencies once per (src, dst); tensors once per uid
     and may be updated until :meth:`build`. Everything else is kept in the
     order given.
+
+    ``rank``: the rank of a multi-rank job that these rows are (a format
+    whose files are a job's ranks builds each rank with a builder of its
+    own); :meth:`frames` gives it to every op and device. None: a trace of
+    one rank.
     """
 
     framework: str
     sources: list[str]
     time_unit: str = "us"
+    rank: int | None = None
     ops: list[Row] = field(default_factory=list)
     kernels: list[Row] = field(default_factory=list)
     tensors: dict[str, Row] = field(default_factory=dict)
@@ -228,6 +242,10 @@ class FramesBuilder:
             meta=dict(self.meta),
         )
         float_times(tf)
+        _scopes(tf)
+        if self.rank is not None:
+            tf.ops["rank"] = self.rank
+            tf.devices["rank"] = self.rank
         return tf
 
     def build(self) -> TraceFrames:
@@ -245,6 +263,16 @@ def float_times(tf: TraceFrames) -> TraceFrames:
         cols = ["start_us", "end_us", "dur_us"]
         df[cols] = df[cols].astype("float64")
     return tf
+
+
+def _scopes(tf: TraceFrames) -> None:
+    """``scope`` from each op's name (:func:`scope_of`) where the format set none."""
+    ops = tf.ops
+    unset = ops["scope"].isna()
+    if unset.any():
+        names = ops.loc[unset, "name"].astype(str)
+        uniques = {n: scope_of(n) for n in names.unique().tolist()}  # names repeat: each worked out once
+        ops.loc[unset, "scope"] = names.map(uniques)
 
 
 def snippet(text: str, limit: int = 60) -> str:

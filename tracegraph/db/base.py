@@ -26,7 +26,7 @@ from tracegraph.errors import BadRequest, Conflict, QueryTimeout
 # The layout of a stored trace (labels, properties, relationships), stored
 # on its Trace node: analyses refuse a trace written with another layout
 # instead of answering from properties it does not have.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Labels whose nodes carry (trace, uid): the Trace node's and every node table's.
 LABELS = ("Trace", *(t.label for t in schema.NODE_TABLES if t.label is not None))

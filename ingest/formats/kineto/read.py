@@ -46,15 +46,16 @@ import ijson
 import msgspec
 
 from tracegraph.errors import InputError, TooLarge, first_line
+from tracegraph.ingest.formats.kit import FormatInfo, Joins
 from tracegraph.ingest.limits import MAX_FILE_BYTES, GiB, human
 from tracegraph.ingest.source import GZIP_MAGIC, open_binary
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-FORMAT = "pytorch-kineto"
+FORMAT = FormatInfo("pytorch-kineto", "pytorch", Joins.RUN, "PyTorch profiler (Kineto) Chrome trace JSON")
 # The most JSON a trace may hold, decompressed (the limit of its format).
-MAX_JSON_BYTES = MAX_FILE_BYTES[FORMAT]
+MAX_JSON_BYTES = MAX_FILE_BYTES[FORMAT.name]
 # Bytes kept from the end of the stream to read the keys after traceEvents.
 _TAIL_BYTES = 4 << 20
 # A file whose JSON (decompressed) is at most this is decoded whole; a larger
@@ -68,7 +69,7 @@ def open_text(path: Path) -> io.BufferedIOBase:
     """The file's bytes, gunzipped when it starts with the gzip magic (the
     file itself within the size limit; the gunzipped stream is counted
     while it is read, see :class:`_Tail`)."""
-    raw = open_binary(path, FORMAT)
+    raw = open_binary(path, FORMAT.name)
     magic = raw.read(2)
     raw.seek(0)
     if magic == GZIP_MAGIC:
@@ -83,7 +84,7 @@ def open_text(path: Path) -> io.BufferedIOBase:
 
 
 def _too_large(path: Path) -> TooLarge:
-    return TooLarge(path, f"more than the {FORMAT} size limit of {human(MAX_JSON_BYTES)} of JSON (decompressed)")
+    return TooLarge(path, f"more than the {FORMAT.name} size limit of {human(MAX_JSON_BYTES)} of JSON (decompressed)")
 
 
 class _Tail(io.RawIOBase):
