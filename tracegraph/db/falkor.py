@@ -53,17 +53,16 @@ from falkordb.path import Path as FPath
 from tracegraph.db.base import (
     CATALOG_LABELS,
     Deadline,
+    Graph,
     Progress,
     Result,
     TraceTables,
     check_trace_name,
     checkpoint,
     name_taken,
-    node_value,
-    path_value,
-    relationship_value,
     rows_query,
 )
+from tracegraph.db.elements import node_value, path_value, plain, relationship_value
 from tracegraph.db.falkor_layout import check_layout
 from tracegraph.errors import (
     Conflict,
@@ -90,7 +89,7 @@ AOF_COMPACT_BYTES = 8 << 20
 T = TypeVar("T")
 
 
-class FalkorGraph:
+class FalkorGraph(Graph):
     """A tracegraph database on one FalkorDB server. ``backend`` is
     ``falkordb`` (a server the user runs) or ``embedded``."""
 
@@ -153,21 +152,15 @@ class FalkorGraph:
 
     # -- statements --------------------------------------------------------
 
-    def run(
-        self,
-        query: str,
-        params: dict[str, Any] | None = None,
-        *,
-        trace: str | None = None,
-        write: bool = False,
-        timeout_ms: int | None = None,
+    def _run(
+        self, query: str, params: dict[str, Any], trace: str | None, write: bool, timeout_ms: int | None
     ) -> Result:
         if trace is None:
             return self._query(self.prefix, query, params, write=write, timeout_ms=timeout_ms)
         key = self._trace_key(trace)
         if not self._redis.exists(key):
             raise NotFound(f"no trace named {trace!r}")
-        return self._query(key, query, {**(params or {}), "trace": trace}, write=write, timeout_ms=timeout_ms)
+        return self._query(key, query, params, write=write, timeout_ms=timeout_ms)
 
     def _query(
         self, key: str, query: str, params: dict[str, Any] | None, *, write: bool, timeout_ms: int | None = None
@@ -515,6 +508,10 @@ def _clean(value: Any) -> Any:
 
 
 def _value(v: Any) -> Any:
+    return plain(v, _element)
+
+
+def _element(v: Any) -> dict[str, Any] | None:
     if isinstance(v, Node):
         return node_value(v.id, v.labels or [], v.properties)
     if isinstance(v, Edge):
@@ -523,8 +520,4 @@ def _value(v: Any) -> Any:
         return relationship_value(v.id, v.relation, src, dst, v.properties)
     if isinstance(v, FPath):
         return path_value([_value(n) for n in v.nodes()], [_value(e) for e in v.edges()])
-    if isinstance(v, list):
-        return [_value(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _value(x) for k, x in v.items()}
-    return v
+    return None
