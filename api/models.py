@@ -42,9 +42,9 @@ class JobOut(BaseModel):
     status: str = Field(description="queued / running / done / failed")
     phase: str
     progress: ProgressOut
-    error: str | None = None
-    error_status: int | None = None
-    result: TraceSummary | None = None
+    error: str | None = Field(None, description="why it failed (one line)")
+    error_status: int | None = Field(None, description="the HTTP status its error maps to")
+    result: TraceSummary | None = Field(None, description="done: the trace stored")
     created_at: str | None = None
     started_at: str | None = None
     finished_at: str | None = None

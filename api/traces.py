@@ -20,7 +20,7 @@ from tracegraph.api.models import JobOut, error_responses
 from tracegraph.api.uploads import Upload, read_upload
 from tracegraph.db.base import MAX_TRACE_NAME, check_trace_name, name_taken
 from tracegraph.errors import BadRequest, UserError, first_line
-from tracegraph.queries.ingest import format_names, ingest
+from tracegraph.queries.ingest import format_names, prepare, store
 from tracegraph.queries.traces import describe_trace, drop_trace, list_traces, trace_exists
 from tracegraph.queries.types import DroppedTrace, TraceSummary, as_json
 
@@ -223,16 +223,10 @@ def _ingest_work(holder: GraphHolder, up: Upload, trace: str, fmt: str, replace:
 
     def work(job: Job) -> None:
         try:
+            names = {str(f.path): f.name for f in up.files}
+            prepared = prepare([f.path for f in up.files], trace, fmt=fmt, source_names=names, progress=job.progress)
             with holder.use() as graph:
-                result = ingest(
-                    graph,
-                    [f.path for f in up.files],
-                    trace,
-                    fmt=fmt,
-                    replace=replace,
-                    progress=job.progress,
-                    source_names={str(f.path): f.name for f in up.files},
-                )
+                result = store(graph, prepared, replace=replace, progress=job.progress)
             job.result = as_json(result.summary)
             job.status = DONE
         except UserError as e:

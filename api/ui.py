@@ -28,6 +28,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
 
 from tracegraph.api.deps import AppGraph, AppSettings
 from tracegraph.api.models import error_responses
@@ -69,40 +70,39 @@ def timeline(trace: str, graph: AppGraph, settings: AppSettings) -> TimelineInfo
     return timeline_info(graph, trace, timeout_ms=settings.query_timeout_ms or None)
 
 
+class WindowQuery(BaseModel):
+    """The window's query parameters."""
+
+    t0: float = Field(allow_inf_nan=False, description="window start")
+    t1: float = Field(allow_inf_nan=False, description="window end (t1 <= t0: an empty window)")
+    px: int = Field(1000, ge=1, le=MAX_PX, description="window width in pixels")
+    lanes: str | None = Field(
+        None,
+        max_length=LANES_MAX_CHARS,
+        pattern=rf"^[0-9]{{1,{LANE_ID_DIGITS}}}(,[0-9]{{1,{LANE_ID_DIGITS}}})*$",
+        description=f"lane ids (at most {LANE_ID_DIGITS} digits each), comma-separated "
+        "(default: all; ids that are no lane are left out)",
+    )
+    highlight: str | None = Field(
+        None,
+        max_length=200,
+        # The sources this version has (register_highlight may add more: the server checks the live list).
+        json_schema_extra={"enum": [s.name for s in available_highlights()]},
+        description="a highlight source (GET /ui/highlights)",
+    )
+
+    def lane_ids(self) -> list[int] | None:
+        return None if self.lanes is None else [int(x) for x in self.lanes.split(",")]
+
+
 @router.get(
     "/traces/{trace}/timeline/window",
-    response_model=Window,
     responses=error_responses(404, 422, 503),
     summary="The bars of a time window at screen resolution (sub-pixel bars merged, capped)",
 )
-def window(
-    trace: str,
-    graph: AppGraph,
-    settings: AppSettings,
-    t0: Annotated[float, Query(allow_inf_nan=False, description="window start")],
-    t1: Annotated[float, Query(allow_inf_nan=False, description="window end (t1 <= t0: an empty window)")],
-    px: Annotated[int, Query(ge=1, le=MAX_PX, description="window width in pixels")] = 1000,
-    lanes: Annotated[
-        str | None,
-        Query(
-            max_length=LANES_MAX_CHARS,
-            pattern=rf"^[0-9]{{1,{LANE_ID_DIGITS}}}(,[0-9]{{1,{LANE_ID_DIGITS}}})*$",
-            description=f"lane ids (at most {LANE_ID_DIGITS} digits each), comma-separated "
-            "(default: all; ids that are no lane are left out)",
-        ),
-    ] = None,
-    highlight: Annotated[
-        str | None,
-        Query(
-            max_length=200,
-            # The sources this version has (register_highlight may add more: the server checks the live list).
-            json_schema_extra={"enum": [s.name for s in available_highlights()]},
-            description="a highlight source (GET /ui/highlights)",
-        ),
-    ] = None,
-) -> Window:
-    lane_ids = None if lanes is None else [int(x) for x in lanes.split(",")]
-    return timeline_window(graph, trace, t0, t1, px, lane_ids, highlight, timeout_ms=settings.query_timeout_ms or None)
+def window(trace: str, q: Annotated[WindowQuery, Query()], graph: AppGraph, settings: AppSettings) -> Window:
+    timeout = settings.query_timeout_ms or None
+    return timeline_window(graph, trace, q.t0, q.t1, q.px, q.lane_ids(), q.highlight, timeout_ms=timeout)
 
 
 @router.get(

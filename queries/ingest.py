@@ -1,44 +1,40 @@
 """Ingest for every front end: files in, a stored trace and its report out.
 
-:func:`prepare` does everything that can fail on the input without a
-database (so the CLI refuses bad input before it opens, or starts, one);
-:func:`store` writes atomically and reports what was written, the trace's
-summary and its warnings (:class:`~tracegraph.queries.types.IngestResult`).
+:func:`prepare` (the pipeline's own: read, check and enrich, no database;
+so the CLI refuses bad input before it opens, or starts, one) and then
+:func:`store`, which writes atomically and reports what was written, the
+trace's summary and its warnings
+(:class:`~tracegraph.queries.types.IngestResult`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracegraph.db.base import Graph
 from tracegraph.ingest import formats
 from tracegraph.queries.traces import summary
 from tracegraph.queries.types import IngestResult
 
-if TYPE_CHECKING:  # the pipeline imports pandas (~1 s): a command that does not ingest must not pay it
+if TYPE_CHECKING:
     from tracegraph.ingest.pipeline import PhaseProgress as PhaseProgress
     from tracegraph.ingest.pipeline import Prepared as Prepared
+    from tracegraph.ingest.pipeline import prepare as prepare
+
+
+def __getattr__(name: str) -> Any:
+    """``prepare``, imported when first used: the pipeline imports pandas
+    (~1 s), which a command that does not ingest must not pay."""
+    if name == "prepare":
+        from tracegraph.ingest.pipeline import prepare
+
+        return prepare
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def format_names() -> list[str]:
     """The formats a trace file may be in, in the order they are sniffed."""
     return formats.names()
-
-
-def prepare(
-    paths: list[Path],
-    trace: str,
-    *,
-    fmt: str = "auto",
-    source_names: dict[str, str] | None = None,
-    progress: PhaseProgress | None = None,
-) -> Prepared:
-    """Read, check and enrich the files as trace ``trace`` (no database);
-    ``source_names`` maps a path to the name the trace records for it."""
-    from tracegraph.ingest import pipeline
-
-    return pipeline.prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress)
 
 
 def store(
@@ -56,18 +52,3 @@ def store(
         timings=dict(report.timings),
         summary=summary({**prepared.tables.trace_props, "trace": report.trace}),
     )
-
-
-def ingest(
-    graph: Graph,
-    paths: list[Path],
-    trace: str,
-    *,
-    fmt: str = "auto",
-    replace: bool = False,
-    progress: PhaseProgress | None = None,
-    source_names: dict[str, str] | None = None,
-) -> IngestResult:
-    """:func:`prepare`, then :func:`store`."""
-    prepared = prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress)
-    return store(graph, prepared, replace=replace, progress=progress)

@@ -13,6 +13,11 @@ from typing import Any, Literal
 
 from tracegraph.output import jsonable
 
+# A field's attribute docstring is its description in the HTTP API's
+# document: pydantic, which builds the document from these classes, reads
+# them where a class says so.
+DESCRIBED = {"use_attribute_docstrings": True}
+
 
 @dataclass(frozen=True)
 class Unavailable:
@@ -29,21 +34,40 @@ class Unavailable:
         return f"not available: {self.reason}"
 
 
+def _trace_property_meanings(schema: dict[str, Any]) -> None:
+    """Describe TraceSummary's fields (in the HTTP API's document) as
+    tracegraph/schema.py declares the Trace properties they are."""
+    from tracegraph.schema import TRACE_PROPERTIES
+
+    meaning = {c.name: c.meaning for c in TRACE_PROPERTIES}
+    for name, prop in schema.get("properties", {}).items():
+        if name in meaning:
+            prop.setdefault("description", meaning[name])
+
+
+# TraceSummary's fields are Trace properties: described once, in tracegraph/schema.py.
+FROM_SCHEMA = {**DESCRIBED, "json_schema_extra": _trace_property_meanings}
+
+
 @dataclass(frozen=True)
 class TraceSummary:
     """One stored trace, as ``traces`` lists it (units: microseconds, or
-    steps when ``time_unit`` is ``step``; bytes)."""
+    steps when ``time_unit`` is ``step``; bytes). Its fields are the Trace
+    node's properties, described where tracegraph/schema.py declares them."""
 
+    __pydantic_config__ = FROM_SCHEMA
     trace: str
     framework: str | None = None
     time_unit: str | None = None
     ops: int | None = None
     executed_ops: int | None = None
     span_us: float | None = None
-    critical_path_us: float | None = None  # over the dependencies (None: the trace has none)
+    critical_path_us: float | None = None
+    """over the dependencies (None: the trace has none)"""
     critical_path_ops: int | None = None
     longest_chain_ops: int | None = None
-    observed_path_us: float | None = None  # over what actually ran (None: the trace has no times)
+    observed_path_us: float | None = None
+    """over what actually ran (None: the trace has no times)"""
     observed_path_span_us: float | None = None
     memory_peak_bytes: int | None = None
     node_count: int | None = None
@@ -55,12 +79,15 @@ class TraceSummary:
     has_memory: bool | None = None
     has_copies: bool | None = None
     has_collectives: bool | None = None
-    collectives: int | None = None  # collectives joined across ranks (multi-rank jobs)
+    collectives: int | None = None
+    """collectives joined across ranks (multi-rank jobs)"""
     collective_calls_unmatched: int | None = None
     sources: list[str] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)  # the format's facts (the Trace node's ``meta_*``)
-    warnings: list[str] = field(default_factory=list)  # what the answers of its analyses are short of
+    meta: dict[str, Any] = field(default_factory=dict)
+    """the format's facts (the Trace node's ``meta_*``)"""
+    warnings: list[str] = field(default_factory=list)
+    """what the answers of its analyses are short of"""
 
     def path_summary(self) -> str:
         """One line: the dependency critical path against the observed one
@@ -91,18 +118,26 @@ def path_summary(t: TraceSummary) -> str:
 class ParamInfo:
     """One parameter of an analysis, as its header declares it."""
 
+    __pydantic_config__ = DESCRIBED
     name: str
-    type: str  # STRING, INTEGER, FLOAT, BOOLEAN, TRACE or ENUM
+    type: str
+    """STRING, INTEGER, FLOAT, BOOLEAN, TRACE or ENUM"""
     required: bool
     doc: str
     default: Any = None
+    """the value it takes when none is given (null: none, or no default: see `required`)"""
     choices: list[str] = field(default_factory=list)
+    """an ENUM's words"""
     minimum: float | None = None
+    """the smallest value a number may have (inclusive)"""
     maximum: float | None = None
+    """the largest value a number may have (inclusive)"""
 
 
 @dataclass(frozen=True)
 class ColumnInfo:
+    """One column of an analysis's answer, as its header declares it."""
+
     name: str
     doc: str
 
@@ -111,15 +146,19 @@ class ColumnInfo:
 class AnalysisInfo:
     """One catalog analysis: what it answers and what it takes."""
 
+    __pydantic_config__ = DESCRIBED
     name: str
     summary: str
-    graph: bool  # answers paths / nodes for Neo4j Browser rather than a table
+    graph: bool
+    """answers paths / nodes for Neo4j Browser rather than a table"""
     requires: list[str]
-    params: list[ParamInfo]  # ``trace`` excepted
+    params: list[ParamInfo]
+    """``trace`` excepted"""
     columns: list[ColumnInfo]
     definition: str
     url: str
-    query: str | None = None  # the Cypher, runnable in Neo4j Browser (when asked for)
+    query: str | None = None
+    """the Cypher, runnable in Neo4j Browser (when asked for)"""
 
 
 @dataclass(frozen=True)
@@ -147,11 +186,14 @@ class AnalysisResult:
 class WhatIfOp:
     """One op of the what-if critical path."""
 
+    __pydantic_config__ = DESCRIBED
     step: int
     op: str
     type: str | None
-    weight_us: float  # its weight after scaling
-    base_weight_us: float  # its stored weight
+    weight_us: float
+    """its weight after scaling"""
+    base_weight_us: float
+    """its stored weight"""
     scaled: bool
 
 
@@ -161,22 +203,31 @@ class WhatIfResult:
     ``unavailable`` is set (and the numbers None) when the trace has no
     dependencies."""
 
+    __pydantic_config__ = DESCRIBED
     trace: str
     match: list[str]
     factor: float
     matched_ops: int = 0
     baseline_us: float | None = None
     critical_path_us: float | None = None
-    speedup: float | None = None  # baseline / new; None when the new path has length 0
+    speedup: float | None = None
+    """baseline / new; None when the new path has length 0"""
     saved_us: float | None = None
+    """baseline - new"""
     path: list[WhatIfOp] = field(default_factory=list)
+    """the new critical path, step by step"""
     unavailable: Unavailable | None = None
+    """why there is no answer (the trace has no dependencies)"""
 
 
 @dataclass(frozen=True)
 class DroppedTrace:
+    """A trace removed."""
+
+    __pydantic_config__ = DESCRIBED
     trace: str
     deleted_nodes: int
+    """the nodes it had, its Trace node included"""
 
 
 @dataclass(frozen=True)
@@ -198,10 +249,12 @@ class CypherResult:
     """Ad-hoc Cypher's answer: at most the row cap's rows (``truncated``
     when there were more), and what a write changed."""
 
+    __pydantic_config__ = DESCRIBED
     columns: list[str]
     rows: list[list[Any]]
     truncated: bool = False
-    changes: dict[str, int] = field(default_factory=dict)  # what a write changed (its counters that are not 0)
+    changes: dict[str, int] = field(default_factory=dict)
+    """what a write changed (its counters that are not 0)"""
 
 
 @dataclass(frozen=True)
@@ -209,12 +262,16 @@ class Health:
     """Whether the database answers (``status`` ok / unavailable,
     ``database`` reachable / unreachable), and the versions."""
 
+    __pydantic_config__ = DESCRIBED
     status: str
-    backend: str  # embedded, falkordb or neo4j
+    backend: str
+    """embedded, falkordb or neo4j"""
     database: str
-    version: str  # tracegraph's
+    version: str
+    """tracegraph's"""
     database_version: str | None = None
-    detail: str | None = None  # why not reachable
+    detail: str | None = None
+    """why not reachable"""
 
 
 def as_json(value: Any) -> Any:
@@ -223,10 +280,6 @@ def as_json(value: Any) -> Any:
 
 
 # -- the web UI's timeline ------------------------------------------------------
-# (The attribute docstrings below are the HTTP API's field descriptions:
-# pydantic, which builds its document from these classes, reads them.)
-
-DESCRIBED = {"use_attribute_docstrings": True}
 
 
 @dataclass(frozen=True)
@@ -365,6 +418,7 @@ class Window:
     """the bars went over the cap: the lanes after the last one sent are empty"""
     lanes: list[WindowLane]
     highlight: str | None = None
+    """the highlight source asked for"""
     highlight_ops: int | None = None
     """how many ops (or kernels) the highlight source named"""
     highlight_note: str | None = None
@@ -374,34 +428,49 @@ class Window:
 class TensorInfo:
     """A tensor an op reads or writes."""
 
+    __pydantic_config__ = DESCRIBED
     name: str | None
     shape: str | None
+    """like `128x64x56x56`"""
     dtype: str | None
     bytes: int | None = None
+    """its size (the op's outputs)"""
 
 
 @dataclass(frozen=True)
 class KernelInfo:
     """A kernel an op launched."""
 
+    __pydantic_config__ = DESCRIBED
     name: str | None
     stream: str | None
+    """its stream's name"""
     start_us: float | None
+    """in the trace's unit, from its first event, as every time here"""
     end_us: float | None
 
 
 @dataclass(frozen=True)
 class OpDetail:
-    """One op, as the timeline's card shows it."""
+    """One op, as the timeline's card shows it (times in the trace's unit,
+    from its first event)."""
 
+    __pydantic_config__ = DESCRIBED
     name: str
     type: str | None = None
     device: str | None = None
+    """its device's name"""
     start_us: float | None = None
     end_us: float | None = None
     weight_us: float | None = None
+    """its weight on the dependency critical path (kernel time when it launched kernels)"""
     cp_step: int | None = None
+    """its step on the dependency critical path (null: not on it)"""
     phase: str | None = None
+    """the training phase it ran in (forward, backward, optimizer, ...), when the format says"""
     inputs: list[TensorInfo] = field(default_factory=list)
+    """the tensors it reads, by input slot"""
     outputs: list[TensorInfo] = field(default_factory=list)
-    kernels: list[KernelInfo] = field(default_factory=list)  # the first 20, by start
+    """the tensors it writes, by output slot"""
+    kernels: list[KernelInfo] = field(default_factory=list)
+    """the first 20 kernels it launched, by start"""

@@ -18,7 +18,7 @@ from tracegraph.api.settings import Settings
 from tracegraph.db.jobs import job_records
 from tracegraph.errors import BadRequest, NotFound
 from tracegraph.queries.cypher import check_params, param_from_text, run_cypher
-from tracegraph.queries.ingest import ingest
+from tracegraph.queries.ingest import prepare, store
 from tracegraph.queries.traces import describe_trace, drop_trace
 
 
@@ -111,7 +111,7 @@ def test_ingest_reports_its_warnings_to_every_front_end(graph, db_uri, tmp_path)
     trace's summary (GET /traces/{trace}, the upload's answer) and the
     CLI's ingest all carry the same warning."""
     paths = _partial_job(tmp_path)
-    result = ingest(graph, paths, "svc-partial")
+    result = store(graph, prepare(paths, "svc-partial"))
     assert result.summary.warnings == [WARNING]
     assert result.summary.meta["ranks_missing"] == [1, 3]
     assert sum(result.nodes.values()) + 1 == result.summary.node_count
@@ -122,7 +122,8 @@ def test_ingest_reports_its_warnings_to_every_front_end(graph, db_uri, tmp_path)
         r = client.post("/traces", data={"trace": "svc-partial-upload"}, files=files)
         assert r.status_code == 201, r.text
         assert r.json()["warnings"] == [WARNING]
-    whole = ingest(graph, [kb.write(tmp_path / f"whole{r}.json.gz", kb.document(rank=r)) for r in (0, 1)], "svc-whole")
+    whole_paths = [kb.write(tmp_path / f"whole{r}.json.gz", kb.document(rank=r)) for r in (0, 1)]
+    whole = store(graph, prepare(whole_paths, "svc-whole"))
     assert whole.summary.warnings == []
     out = run_cli("ingest", *map(str, paths), "--trace", "partial", home=tmp_path / "home", check=True).stdout
     assert out.splitlines()[-1] == f"  warning: {WARNING}"

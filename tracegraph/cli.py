@@ -260,7 +260,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
     from tracegraph.output import render, terminal_width
-    from tracegraph.queries.ingest import ingest
+    from tracegraph.queries.ingest import prepare, store
     from tracegraph.queries.run import run_analysis
 
     root = resources.files("tracegraph.examples") / "traces"
@@ -278,7 +278,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for name, files in samples:
             paths = [Path(str(root / f)) for f in files if (root / f).is_file()]
             try:
-                result = ingest(graph, paths, name, replace=True)
+                result = store(graph, prepare(paths, name), replace=True)
             except UserError as e:
                 print(f"== {name}: skipped: {e}")
                 continue
