@@ -24,6 +24,10 @@ the Neo4j Browser guide all read parameters from here, and
 :meth:`Param.coerce` is the one place values are checked.
 ``@requires`` names trace facts (times, deps, memory, kernels, copies); a
 trace that lacks one gets ``not available: <reason>`` instead of rows.
+``@empty`` is the one line an answer without rows carries (``no rows:
+<it>``), with ``{param}`` standing for a parameter's value (``no collective
+held the others up by {min_caused_us} us or more``); without it the line
+is :data:`NO_ROWS`.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ _PARAM = re.compile(
 # The range every INTEGER parameter is within (both engines store 64-bit integers).
 INT64 = (-(2**63), 2**63 - 1)
 _COLUMN = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<doc>.*)$")
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# Why an answer has no rows, when its header does not say.
+NO_ROWS = "the trace has nothing that matches"
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,21 @@ class Analysis:
     text: str
     file: str
     graph: bool = False  # returns paths/nodes for Neo4j Browser rather than a table
+    empty: str | None = None  # why an answer has no rows (``@empty``, with {param} placeholders)
+
+    def no_rows(self, params: dict[str, Any]) -> str:
+        """The line an answer without rows carries: ``no rows: <why>``,
+        the ``@empty`` text with the parameters' values put in."""
+
+        def value(m: re.Match[str]) -> str:
+            v = params.get(m[1])
+            if v is None:
+                return "null"
+            if isinstance(v, float):
+                return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:g}"
+            return str(v)
+
+        return "no rows: " + _PLACEHOLDER.sub(value, self.empty or NO_ROWS)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -219,6 +241,10 @@ def parse_header(text: str, file: str) -> Analysis:
         if not m:
             raise ValueError(f"{file}: bad @column {raw!r}")
         columns.append(ColumnInfo(m["name"], m["doc"]))
+    empty = " ".join(tags["empty"]) if "empty" in tags else None
+    unknown = {m for m in _PLACEHOLDER.findall(empty or "")} - {p.name for p in params}
+    if unknown:
+        raise ValueError(f"{file}: @empty names no parameter {', '.join(sorted(unknown))}")
     try:
         requires = tuple(Fact(r) for line in tags.get("requires", []) for r in line.split())
     except ValueError as e:
@@ -233,6 +259,7 @@ def parse_header(text: str, file: str) -> Analysis:
         text=text,
         file=file,
         graph="graph" in tags,
+        empty=empty,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
-from tracegraph.output import jsonable
+from tracegraph.output import jsonable, readable_rows
 from tracegraph.queries.catalog import INT64
 from tracegraph.queries.types import CypherResult
 
@@ -83,4 +83,5 @@ def run_cypher(
     res = graph.run(query, check_params(params or {}), trace=trace, write=write, timeout_ms=timeout_ms)
     rows = res.rows if not max_rows or len(res.rows) <= max_rows else res.rows[:max_rows]
     changes = {k: int(v) for k, v in res.stats.items() if v}
-    return CypherResult(list(res.columns), cast(list[list[Any]], jsonable(rows)), len(rows) < len(res.rows), changes)
+    plain = cast(list[list[Any]], jsonable(readable_rows(res.columns, rows)))  # numbers readable, as every answer's
+    return CypherResult(list(res.columns), plain, len(rows) < len(res.rows), changes)

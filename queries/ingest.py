@@ -19,16 +19,18 @@ from tracegraph.queries.types import IngestResult
 if TYPE_CHECKING:
     from tracegraph.ingest.pipeline import PhaseProgress as PhaseProgress
     from tracegraph.ingest.pipeline import Prepared as Prepared
+    from tracegraph.ingest.pipeline import default_trace_name as default_trace_name
     from tracegraph.ingest.pipeline import prepare as prepare
 
 
 def __getattr__(name: str) -> Any:
-    """``prepare``, imported when first used: the pipeline imports pandas
-    (~1 s), which a command that does not ingest must not pay."""
-    if name == "prepare":
-        from tracegraph.ingest.pipeline import prepare
+    """``prepare`` and ``default_trace_name`` (a trace's name from its first
+    file's), the pipeline's own, imported when first used: the pipeline
+    imports pandas (~1 s), which a command that does not ingest must not pay."""
+    if name in ("prepare", "default_trace_name"):
+        from tracegraph.ingest import pipeline
 
-        return prepare
+        return getattr(pipeline, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -40,6 +40,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from tracegraph.output import readable
 from tracegraph.queries.types import CollectiveCallInfo, CollectiveInfo, LaneInfo, LaneKind, Window, WindowLane
 
 MAX_BARS = 40_000  # per window answer, over all lanes
@@ -325,9 +326,10 @@ def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list
     heads: dict[tuple[str | None, int], tuple[str, int, float, float]] = {}
     placed: dict[tuple[str | None, int], list[CollectiveCallInfo]] = {}
     for seq, name, group, last_rank, caused, last_at, rank, wait, call, start, end, is_kernel in calls:
-        heads.setdefault((group, seq), (name, last_rank, caused, last_at))
-        lane = _lane_of(tl, call, float(start), stream=is_kernel)
-        placed.setdefault((group, seq), []).append(CollectiveCallInfo(rank, lane, start, end, wait))
+        heads.setdefault((group, seq), (name, last_rank, readable(caused, time=True), readable(last_at, time=True)))
+        lane = lane_of(tl, call, float(start), stream=is_kernel)
+        times = (readable(start, time=True), readable(end, time=True), readable(wait, time=True))
+        placed.setdefault((group, seq), []).append(CollectiveCallInfo(rank, lane, *times))
     out = []
     for group, seq in sorted(heads, key=lambda k: (k[0] or "", k[1])):
         name, last_rank, caused, last_at = heads[group, seq]
@@ -336,7 +338,7 @@ def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list
     return out
 
 
-def _lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
+def lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
     """The id of the lane whose bar named ``name`` starts at ``start``."""
     for lane in tl.lanes:
         if (lane.stream is not None) != stream:

@@ -10,7 +10,7 @@ from typing import Any, cast
 from tracegraph.db.base import SCHEMA_VERSION, Graph
 from tracegraph.errors import BadRequest, DatabaseError, NotFound, QueryError, QueryTimeout
 from tracegraph.facts import Fact
-from tracegraph.output import jsonable
+from tracegraph.output import jsonable, readable_rows
 from tracegraph.queries.catalog import Analysis, get
 from tracegraph.queries.types import AnalysisResult, Unavailable
 
@@ -103,7 +103,9 @@ def unavailable(graph: Graph, analysis: Analysis, params: dict[str, Any]) -> Una
 def run_analysis(
     graph: Graph, name: str, trace: str, raw_params: Mapping[str, Any] | None = None, *, timeout_ms: int | None = None
 ) -> AnalysisResult:
-    """Run catalog analysis ``name`` on ``trace``.
+    """Run catalog analysis ``name`` on ``trace``: its rows with numbers
+    as people read them (:func:`~tracegraph.output.readable_rows`), and
+    when there are none, the analysis's ``@empty`` line why.
 
     An analysis never answers with the engine's own words: the catalog's
     texts are tested on both engines, so a statement the database refuses
@@ -122,6 +124,8 @@ def run_analysis(
     except QueryError:
         given = ", ".join(f"{k}={v!r}" for k, v in params.items() if k != "trace") or "none"
         raise BadRequest(f"analysis {name} could not run on trace {trace!r} with these parameters ({given})") from None
-    note = None if res.rows else "no rows: the trace has nothing that matches"
-    rows = cast(list[list[Any]], jsonable(res.rows))  # plain values, the same for every front end
-    return AnalysisResult(name, trace, res.columns or columns, rows, None, note)
+    note = None if res.rows else analysis.no_rows(params)
+    out_columns = res.columns or columns
+    # Plain values, numbers readable (tracegraph/output.py), the same for every front end.
+    rows = cast(list[list[Any]], jsonable(readable_rows(out_columns, res.rows)))
+    return AnalysisResult(name, trace, out_columns, rows, None, note)

@@ -108,6 +108,22 @@ def read_collectives(graph: Graph, trace: str, timeout_ms: int | None = None) ->
     return out
 
 
+def read_observed(graph: Graph, trace: str, timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
+    """The observed critical path's segments by the op or kernel they are
+    attributed to: (name, start, segment starts, durations, kinds, counted,
+    is a kernel), from the nodes' ``ocp_*`` lists."""
+    out: list[tuple[Any, ...]] = []
+    for label, is_kernel in (("Op", False), ("Kernel", True)):
+        rows = graph.run(
+            f"MATCH (n:{label} {{trace: $trace}}) WHERE n.ocp_steps IS NOT NULL "
+            "RETURN n.name, n.start_us, n.ocp_starts_us, n.ocp_durs_us, n.ocp_kinds, n.ocp_counted",
+            trace=trace,
+            timeout_ms=timeout_ms,
+        ).rows
+        out += [(*row, is_kernel) for row in rows]
+    return out
+
+
 class TimelineCache:
     """The last few traces' timelines; loads each trace once even when asked concurrently."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from tracegraph.db.base import Graph
 from tracegraph.errors import NotFound
+from tracegraph.output import is_time, readable
 from tracegraph.queries.run import stored_name, trace_facts
 from tracegraph.queries.types import DroppedTrace, TraceSummary
 
@@ -22,7 +23,7 @@ def _number(name: str, v: Any) -> Any:
     if name in _INTS:
         return int(v)
     if name in _FLOATS:
-        return float(v)
+        return readable(float(v), is_time(name))
     return v
 
 

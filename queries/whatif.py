@@ -31,6 +31,7 @@ from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
 from tracegraph.facts import Fact
+from tracegraph.output import readable
 from tracegraph.queries.run import check_layout, lacks, trace_facts
 from tracegraph.queries.types import WhatIfOp, WhatIfResult
 
@@ -121,12 +122,19 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
         match=specs,
         factor=factor,
         matched_ops=int(scaled.sum()),
-        baseline_us=float(base.length),
-        critical_path_us=float(new.length),
-        speedup=float(base.length / new.length) if new.length > 0 else None,
-        saved_us=float(base.length - new.length),
+        baseline_us=readable(float(base.length), time=True),
+        critical_path_us=readable(float(new.length), time=True),
+        speedup=readable(float(base.length / new.length)) if new.length > 0 else None,
+        saved_us=readable(float(base.length - new.length), time=True),
         path=[
-            WhatIfOp(step, names[i], types[i], float(new_weight[i]), float(weight[i]), bool(scaled[i]))
+            WhatIfOp(
+                step,
+                names[i],
+                types[i],
+                readable(float(new_weight[i]), time=True),
+                readable(float(weight[i]), time=True),
+                bool(scaled[i]),
+            )
             for step, i in enumerate(new.path)
         ],
     )

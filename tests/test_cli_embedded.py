@@ -388,6 +388,6 @@ def test_demo_ingests_every_sample_and_prints_the_headlines(tmp_path):
     ],
 )
 def test_a_trace_is_named_after_its_file_without_the_formats_suffixes(file, name):
-    from tracegraph.cli import default_trace_name
+    from tracegraph.ingest.pipeline import default_trace_name
 
     assert default_trace_name(Path("/data") / file) == name

@@ -62,7 +62,9 @@ def test_counts_match_raw_lines(trace):
     assert list(trace.ops["seq"]) == list(range(2467))
     assert trace.ops["uid"].is_unique
     assert set(trace.ops["device"]) == {"dev:unknown"}
-    assert trace.devices.to_dict("records") == [{"uid": "dev:unknown", "name": "unknown", "kind": "unknown"}]
+    assert trace.devices.to_dict("records") == [
+        {"uid": "dev:unknown", "name": "unknown", "kind": "unknown", "rank": None}
+    ]
     assert trace.ops["start_us"].isna().all() and trace.ops["end_us"].isna().all()
     assert len(trace.deps) == 0 and len(trace.tensors) == 0
     assert (trace.framework, trace.time_unit) == ("tensorflow", "none")

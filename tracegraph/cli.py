@@ -107,26 +107,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-# What a trace file's name ends with, besides the trace's own name.
-TRACE_FILE_SUFFIXES = (".gz", ".json", ".pbtxt", ".pb", ".txt", ".trace", ".pt", ".xplane")
-
-
-def default_trace_name(path: Path) -> str:
-    """The trace's name when ``--trace`` is not given: the first file's (or
-    folder's) name without its format's suffixes (``run.pt.trace.json.gz``:
-    ``run``)."""
-    name = path.name
-    while True:
-        for suffix in TRACE_FILE_SUFFIXES:
-            if name.lower().endswith(suffix) and len(name) > len(suffix):
-                name = name[: -len(suffix)]
-                break
-        else:
-            return name
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tracegraph.queries.ingest import prepare, store
+    from tracegraph.queries.ingest import default_trace_name, prepare, store
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or default_trace_name(paths[0])

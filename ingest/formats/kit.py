@@ -1,5 +1,6 @@
 """What every format builds on: how a format says what it is, the uid
-kinds, the device rules, op roles, and a builder that owns the rows.
+kinds, the device rules, op roles, which device kernels are communication,
+and a builder that owns the rows.
 
 A format module reads its file(s) and tells a :class:`FramesBuilder` what
 it found (``b.op(...)``, ``b.kernel(...)``, ``b.device(name)``...); the
@@ -12,6 +13,7 @@ The conventions are those of :mod:`tracegraph.ingest.frames`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -114,6 +116,41 @@ class Role(Enum):
     ANNOTATION = "annotation"  # marks a region (a user annotation, a Python frame, a step): not work itself
     RUNTIME = "runtime"  # a device runtime call that returns at once (a kernel launch, a copy issued)
     SYNC = "sync"  # a runtime call that blocks until device work ends (stream / device / event synchronize)
+
+
+# --- communication kernels -----------------------------------------------------------------
+
+# A device kernel is communication when its name (as the profiler prints it:
+# demangled, with template and function arguments) names a collective
+# communication library, by the names that library gives its kernels:
+COMMUNICATION_KERNEL = re.compile(
+    # NCCL, and RCCL (AMD's port keeps NCCL's kernel names): ncclKernel_AllReduce_RING_LL_Sum_float,
+    # ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>), ncclSymkDevKernel_..., and any
+    # kernel whose name begins with nccl; RCCL's own rcclGenericKernel<...>
+    r"^nccl|ncclKernel|ncclDevKernel|\brccl"
+    # MSCCL (inside RCCL: mscclKernel_Sum_half_Simple_false) and MSCCL++ (mscclpp:: in the kernel's
+    # own name or in its arguments' types: allreduce_simple<__half>(mscclpp::SmChannelDeviceHandle *, ...))
+    r"|\bmsccl"
+    # DeepEP, the MoE all-to-all library: the open-source deep_ep:: kernels and DeepSeek's own
+    # dpsk::ep:: (not cdpsk::ep::, a CUB scan of the same traces' sampling)
+    r"|\bdeep_ep::|\bdpsk::ep::"
+    # NVSHMEM: nvshmemi_proxy_rma_entrypoint_blocking, nvshmemx_..., nvshmem_...
+    r"|\bnvshmem"
+    # custom all-reduces over peer memory: vLLM's / SGLang's / aiter's cross_device_reduce_1stage
+    # and _2stage, TensorRT-LLM's oneShotAllReduceKernel / twoShotAllReduceKernel
+    r"|cross_device_reduce|tensorrt_llm::\w*AllReduce"
+)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_communication_kernel(name: str) -> bool:
+    """Whether a device kernel named ``name`` is communication
+    (:data:`COMMUNICATION_KERNEL`): the one rule every parser that tells
+    communication kernels from compute kernels applies (kind
+    ``communication``), so that ``comm-compute-overlap``, the rank tables
+    and the observed critical path's labels agree for every library.
+    Kernel names repeat by the thousand: each is matched once."""
+    return COMMUNICATION_KERNEL.search(name) is not None
 
 
 # --- the builder ------------------------------------------------------------------------------

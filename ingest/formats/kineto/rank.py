@@ -6,7 +6,6 @@ absolute integer nanoseconds until the job's ranks are joined."""
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -59,7 +58,6 @@ BLOCKING_CALLS = frozenset(
         "hipMemcpyAsync",
     }
 )
-_COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel")
 # ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...)
 _NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 
@@ -122,12 +120,6 @@ def _attrs_json(attrs: dict[str, Any]) -> str:
         return _ATTRS_ENCODER.encode(attrs).decode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate escape (\ud800) in a name: json writes it escaped
         return json.dumps(attrs, default=str)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _is_communication(name: str) -> bool:
-    """An NCCL kernel's name (kernel names repeat: each is matched once)."""
-    return _COMM.search(name) is not None
 
 
 # The op that stands for launches outside the trace (see the docstring).
@@ -219,7 +211,7 @@ def _take(r: _Rank, i: int, ev: kineto_read.Event) -> None:
             return
         args = _args(r, i, ev)
         if dev is not None:
-            kind = dev if dev != "kernel" else ("communication" if _is_communication(name) else "compute")
+            kind = dev if dev != "kernel" else ("communication" if kit.is_communication_kernel(name) else "compute")
             device = args.get("device", ev.pid)
             stream = args.get("stream", ev.tid)
             kept = {k: args[k] for k in _KERNEL_ARGS if k in args}

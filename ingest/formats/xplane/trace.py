@@ -58,7 +58,8 @@ What becomes what:
 * Device planes (GPU): events on lines named ``Stream ...`` are Kernels on
   Stream ``s:<plane>/<line id>`` (kind ``memcpy`` / ``memset`` from the name
   or a ``memcpy_details`` stat, with the ``size:N`` bytes given there;
-  ``communication`` for NCCL kernels; else ``compute``). A kernel's op is
+  ``communication`` for the kit's communication kernels,
+  :func:`~tracegraph.ingest.formats.kit.is_communication_kernel`; else ``compute``). A kernel's op is
   the op that launched it where the file says: the event with the same
   ``correlation_id`` on a host plane (``/host:CUPTI``'s runtime calls) gives
   the thread and time of the launch, and the innermost op of that thread
@@ -869,7 +870,7 @@ def _kernel_kind(name: str, stats: dict[str, Value]) -> tuple[str, int | None, s
     if "memset" in low:
         size = _SIZE.search(str(stats.get("memset_details", "")))
         return "memset", int(size.group(1)) if size else None, None
-    if low.startswith("nccl") or "ncclkernel" in low or "nccldevkernel" in low:
+    if kit.is_communication_kernel(name):
         return "communication", None, None
     return "compute", None, None
 
