@@ -32,8 +32,8 @@ from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
 from tracegraph.facts import Fact
 from tracegraph.output import readable
-from tracegraph.queries.run import check_layout, trace_facts
-from tracegraph.queries.types import Unavailable, WhatIfOp, WhatIfResult
+from tracegraph.queries.run import check_layout, lacks, trace_facts
+from tracegraph.queries.types import WhatIfOp, WhatIfResult
 
 # The DAG's ops are those with a path weight (enrichment's rule: executed,
 # and carrying dependencies where the format says which do).
@@ -98,9 +98,9 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
         raise BadRequest(f"--factor must be a number from 0 to {MAX_FACTOR:g}, got {factor!r}")
     facts = trace_facts(graph, trace)  # NotFound for an unknown trace
     check_layout(trace, facts)
-    if not facts.get(Fact.DEPS.flag):
-        reason = f"{Fact.DEPS.missing} ({facts.get('framework')}, {facts.get('sources')})"
-        return WhatIfResult(trace, specs, factor, unavailable=Unavailable(Fact.DEPS.value, trace, reason))
+    missing = lacks((Fact.DEPS,), trace, facts)
+    if missing is not None:
+        return WhatIfResult(trace, specs, factor, unavailable=missing)
 
     ops = graph.run(_OPS, trace=trace).rows
     edges = graph.run(_EDGES, trace=trace).rows

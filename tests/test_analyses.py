@@ -75,7 +75,7 @@ def test_header_is_complete(name):
 
 
 def test_order_choices_are_enforced(gpu, graph):
-    assert get("tensor-lifetimes").param("order").choices == ("bytes", "byte_us", "idle_us")
+    assert get("tensor-lifetimes").param("order").choices == ["bytes", "byte_us", "idle_us"]
     with pytest.raises(UserError, match="one of bytes, byte_us, idle_us"):
         run_analysis(graph, "tensor-lifetimes", gpu, {"order": "size"})
 

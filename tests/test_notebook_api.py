@@ -166,7 +166,7 @@ def test_whatif_is_the_cli_answer(g, tg_home, db_uri):
 
 def test_ingest_names_and_refuses_like_the_cli(g):
     report = g.ingest(EXAMPLES / "pytorch-cnn-cpu.pt.trace.json.gz")
-    assert report.trace == "pytorch-cnn-cpu" and report.counts["nodes"]["Op"] > 0
+    assert report.trace == "pytorch-cnn-cpu" and report.nodes["Op"] > 0 and report.summary.warnings == []
     with pytest.raises(tracegraph.errors.Conflict):
         g.ingest(EXAMPLES / "pytorch-cnn-cpu.pt.trace.json.gz")
     assert (

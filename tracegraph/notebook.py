@@ -35,12 +35,13 @@ import pandas as pd
 
 from tracegraph.db.base import Graph
 from tracegraph.db.connect import open_graph
-from tracegraph.ingest.pipeline import IngestReport, default_trace_name, ingest
-from tracegraph.output import is_time, readable_rows
+from tracegraph.output import is_time
 from tracegraph.queries.catalog import catalog
+from tracegraph.queries.cypher import run_cypher
+from tracegraph.queries.ingest import default_trace_name, prepare, store
 from tracegraph.queries.run import run_analysis
-from tracegraph.queries.traces import describe_trace, list_traces
-from tracegraph.queries.types import TraceSummary, Unavailable, WhatIfResult
+from tracegraph.queries.traces import describe_trace, drop_trace, list_traces
+from tracegraph.queries.types import IngestResult, TraceSummary, Unavailable, WhatIfResult
 from tracegraph.queries.whatif import what_if
 
 if TYPE_CHECKING:  # plotly is the notebook extra's: imported by the plots themselves
@@ -146,13 +147,14 @@ class Connection:
         *,
         replace: bool = False,
         format: str = "auto",
-    ) -> IngestReport:
+    ) -> IngestResult:
         """Load trace files (or a directory of them) as one trace, all or
         nothing, as ``tracegraph ingest`` does; ``trace`` defaults to the
         first file's name without its suffixes. An existing name is refused
         unless ``replace``."""
         files = [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
-        return ingest(self._graph, files, trace or default_trace_name(files[0]), fmt=format, replace=replace)
+        prepared = prepare(files, trace or default_trace_name(files[0]), fmt=format)
+        return store(self._graph, prepared, replace=replace)
 
     def traces(self) -> pd.DataFrame:
         """Every stored trace, one row each (``tracegraph traces``):
@@ -167,7 +169,7 @@ class Connection:
 
     def drop(self, trace: str) -> int:
         """Delete a trace; the nodes it had."""
-        return self._graph.drop_trace(trace)
+        return drop_trace(self._graph, trace).deleted_nodes
 
     # --- analyses -----------------------------------------------------------------------
 
@@ -203,8 +205,8 @@ class Connection:
         """Ad-hoc read-only Cypher (``tracegraph cypher``): ``trace`` binds
         ``$trace`` and, on FalkorDB, picks the trace's graph; the database
         itself refuses writes."""
-        res = self._graph.run(text, params or None, trace=trace, write=False)
-        return _frame(res.columns, readable_rows(res.columns, res.rows))
+        res = run_cypher(self._graph, text, params, trace=trace)
+        return _frame(res.columns, res.rows)
 
     def whatif(self, trace: str, match: str | Sequence[str], factor: float) -> WhatIf | NotAvailable:
         """What if the ops ``match`` selects (``type=REGEX``, ``name=REGEX``;

@@ -4,7 +4,7 @@ draws its answers (``pip install 'tracegraph[notebook]'``).
 Each figure is drawn from what the service answers, never recomputed:
 
 * :meth:`Plots.timeline`: the trace's lanes as the web UI lays them out
-  (:mod:`tracegraph.api.timeline`: op lanes per host thread, one lane per
+  (:mod:`tracegraph.queries.lanes`: op lanes per host thread, one lane per
   device stream; sub-pixel bars merged), with the dependency critical path's
   ops (and the kernels they launched) and the observed critical path's
   segments drawn over them;
@@ -26,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tracegraph.api import timeline as tlmod
 from tracegraph.errors import UserError
+from tracegraph.queries import lanes as tlmod
+from tracegraph.queries.highlights import highlight_source
 from tracegraph.queries.run import run_analysis, trace_facts
+from tracegraph.queries.timeline import read_collectives, read_marked, read_observed, read_rows
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -80,7 +82,7 @@ class Plots:
         observed critical path (its segments, counted ones solid)."""
         go = _plotly()
         facts = trace_facts(self._graph, trace)
-        tl = tlmod.build(trace, None, *tlmod.read_rows(self._graph, trace))
+        tl = tlmod.build(trace, None, *read_rows(self._graph, trace))
         t0 = tl.t_min if start_us is None else start_us
         t1 = tl.t_max if end_us is None else end_us
         win = tlmod.window(tl, t0, t1 if t1 > t0 else t0 + 1.0, width_px, max_bars=10 * tlmod.MAX_BARS)
@@ -92,11 +94,11 @@ class Plots:
             y: list[str] = []
             text: list[str] = []
             count: list[int] = []
-            for out in win["lanes"]:
-                lane = tl.lanes[out["id"]]
+            for out in win.lanes:
+                lane = tl.lanes[out.id]
                 if lane.kind != kind:
                     continue
-                for s, e, n, i in zip(out["s"], out["e"], out["n"], out["i"]):
+                for s, e, n, i in zip(out.s, out.e, out.n, out.i):
                     base.append(s)
                     length.append(e - s)
                     y.append(lane.name)
@@ -104,13 +106,15 @@ class Plots:
                     text.append(lane.names[i] if i >= 0 else f"{n} bars")
             if base:
                 fig.add_trace(_bars(go, kind, base, length, y, text, COLORS[kind], count=count))
-        if facts.get("has_deps"):
-            ops, kernels = tlmod.read_marked(self._graph, trace, "n.cp_step IS NOT NULL", launches=True)
+        # The paths the web UI's timeline highlights, when the trace has them (their analyses' @requires).
+        dependency = highlight_source("critical-path")
+        if dependency.unavailable(trace, facts) is None and dependency.marked is not None:
+            ops, kernels = read_marked(self._graph, trace, dependency.marked, launches=dependency.marks_launches)
             base, length, y, text = _placed(tl, [(r, False) for r in ops] + [(r, True) for r in kernels])
             fig.add_trace(
                 _bars(go, "critical path (dependency)", base, length, y, text, COLORS["dependency"], outline=True)
             )
-        if facts.get("observed_path_us") is not None:
+        if highlight_source("observed-critical-path").unavailable(trace, facts) is None:
             base, length, y, text, counted = self._observed(tl, trace)
             fig.add_trace(
                 _bars(
@@ -139,19 +143,13 @@ class Plots:
         """The observed critical path's segments, each on the lane of the op
         or kernel it is attributed to (read from the nodes' ``ocp_*`` lists)."""
         out: list[list[Any]] = [[], [], [], [], []]
-        for label, is_kernel in (("Op", False), ("Kernel", True)):
-            rows = self._graph.run(
-                f"MATCH (n:{label} {{trace: $trace}}) WHERE n.ocp_steps IS NOT NULL "
-                "RETURN n.name, n.start_us, n.ocp_starts_us, n.ocp_durs_us, n.ocp_kinds, n.ocp_counted",
-                trace=trace,
-            ).rows
-            for name, start, starts, durs, kinds, counted in rows:
-                lane = tlmod.lane_of(tl, name, float(start), stream=is_kernel)
-                if lane is None:
-                    continue
-                for s, d, k, c in zip(starts, durs, kinds, counted):
-                    for column, value in zip(out, (s, d, tl.lanes[lane].name, f"{name} ({k})", bool(c))):
-                        column.append(value)
+        for name, start, starts, durs, kinds, counted, is_kernel in read_observed(self._graph, trace):
+            lane = tlmod.lane_of(tl, name, float(start), stream=is_kernel)
+            if lane is None:
+                continue
+            for s, d, k, c in zip(starts, durs, kinds, counted):
+                for column, value in zip(out, (s, d, tl.lanes[lane].name, f"{name} ({k})", bool(c))):
+                    column.append(value)
         return out[0], out[1], out[2], out[3], out[4]
 
     # --- memory -----------------------------------------------------------------------------
@@ -260,7 +258,7 @@ class Plots:
             raise UserError(
                 f"trace {trace!r} has no collectives joined across ranks (it needs two or more ranks' files)"
             )
-        calls = tlmod.read_collectives(self._graph, trace)
+        calls = read_collectives(self._graph, trace)
         waits: dict[str, list[Any]] = {"base": [], "x": [], "y": [], "text": []}
         marks: dict[str, list[Any]] = {"x": [], "y": [], "text": []}
         for seq, name, group, last_rank, caused, _last_at, rank, wait, _call, start, _end, _kernel in sorted(
