@@ -7,25 +7,23 @@ from the analysis's declared parameters: types, defaults and enums.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 
-from tracegraph.api.connection import GraphHolder
-from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings
+from tracegraph.api.deps import JSON_BODY_MAX, AppGraph, AppSettings
 from tracegraph.api.models import WhatIfIn, error_responses
 from tracegraph.api.settings import Settings
+from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
 from tracegraph.output import render
 from tracegraph.queries.catalog import Analysis, Param, catalog, get
 from tracegraph.queries.run import run_analysis
-from tracegraph.queries.types import AnalysisInfo, AnalysisResult, WhatIfResult, as_json
+from tracegraph.queries.types import AnalysisInfo, AnalysisResult, WhatIfResult
 from tracegraph.queries.whatif import what_if
 
 router = APIRouter(tags=["analyses"])
-Graph = Annotated[GraphHolder, Depends(get_graph)]
-AppSettings = Annotated[Settings, Depends(get_settings)]
 
 JSON_TYPES = {
     "STRING": "string",
@@ -42,8 +40,8 @@ JSON_TYPES = {
     response_model=list[AnalysisInfo],
     summary="The analysis catalog: summary, parameters (name, type, default, bounds), columns",
 )
-def list_queries() -> JSONResponse:
-    return JSONResponse([as_json(a.info()) for a in catalog().values()])
+def list_queries() -> list[AnalysisInfo]:
+    return [a.info() for a in catalog().values()]
 
 
 @router.get(
@@ -52,11 +50,11 @@ def list_queries() -> JSONResponse:
     responses=error_responses(404),
     summary="One analysis, with its Cypher",
 )
-def get_query(name: str) -> JSONResponse:
-    return JSONResponse(as_json(get(name).info(with_query=True)))
+def get_query(name: str) -> AnalysisInfo:
+    return get(name).info(with_query=True)
 
 
-def run_query(trace: str, name: str, request: Request, graph: GraphHolder, settings: Settings) -> Response:
+def run_query(trace: str, name: str, request: Request, graph: Graph, settings: Settings) -> AnalysisResult | Response:
     analysis = get(name)
     raw, fmt = _split_format(analysis, request.query_params)
     res = run_analysis(graph, name, trace, raw, timeout_ms=settings.query_timeout_ms or None)
@@ -65,7 +63,7 @@ def run_query(trace: str, name: str, request: Request, graph: GraphHolder, setti
         return Response(
             render(res.columns, res.rows, "csv") + "\n", media_type="text/csv; charset=utf-8", headers=headers
         )
-    return JSONResponse(as_json(res))
+    return res
 
 
 FORMAT_PARAM = {
@@ -108,7 +106,7 @@ def _openapi_param(p: Param) -> dict[str, Any]:
 
 
 def _route_for(a: Analysis) -> None:
-    def handler(trace: str, request: Request, graph: Graph, settings: AppSettings) -> Response:
+    def handler(trace: str, request: Request, graph: AppGraph, settings: AppSettings) -> AnalysisResult | Response:
         return run_query(trace, a.name, request, graph, settings)
 
     handler.__name__ = f"run_{a.name.replace('-', '_')}"
@@ -137,7 +135,9 @@ for _analysis in catalog().values():
     description="The analysis's parameters are query parameters (see `GET /queries`); `format=csv` answers CSV.",
     openapi_extra={"parameters": [FORMAT_PARAM]},
 )
-def run_any(trace: str, name: str, request: Request, graph: Graph, settings: AppSettings) -> Response:
+def run_any(
+    trace: str, name: str, request: Request, graph: AppGraph, settings: AppSettings
+) -> AnalysisResult | Response:
     return run_query(trace, name, request, graph, settings)
 
 
@@ -151,8 +151,8 @@ def run_any(trace: str, name: str, request: Request, graph: Graph, settings: App
     "critical path (see `tracegraph whatif`). When nothing matches, nothing changes "
     "(`matched_ops` 0); on a trace without dependencies `unavailable` says so.",
 )
-def whatif(trace: str, body: WhatIfIn, graph: Graph) -> JSONResponse:
-    return JSONResponse(as_json(what_if(graph, trace, body.match, body.factor)))
+def whatif(trace: str, body: WhatIfIn, graph: AppGraph) -> WhatIfResult:
+    return what_if(graph, trace, body.match, body.factor)
 
 
 def _split_format(analysis: Analysis, query: Any) -> tuple[dict[str, Any], str]:

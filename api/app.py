@@ -11,7 +11,8 @@ live in modules of their own, one router each:
 * :mod:`.analyses`: ``GET /queries``, ``GET /queries/{name}``,
   ``GET /traces/{trace}/queries/{name}``, ``POST /traces/{trace}/whatif``
 * :mod:`.cypher`: ``POST /cypher`` (read-only)
-* :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass``
+* :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass`` (and
+  Neo4j Browser's CORS preflights to them)
 * ``GET /openapi.json``, ``GET /docs``
 
 Errors are ``{"detail": "one line"}`` with the status the error's class
@@ -31,7 +32,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -40,13 +41,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+import tracegraph
 from tracegraph.api import analyses, cypher, guide, traces, ui
-from tracegraph.api.connection import GraphHolder, one_line, version
-from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings, require_key
+from tracegraph.api.connection import GraphHolder, SharedJobs
+from tracegraph.api.deps import JSON_BODY_MAX, AppHolder, get_settings, require_key
 from tracegraph.api.jobs import JobManager
-from tracegraph.api.models import CYPHER_VALUE, ErrorOut, HealthOut, ValidationErrorOut
+from tracegraph.api.models import CYPHER_VALUE, ErrorOut, ValidationErrorOut
 from tracegraph.api.settings import Settings
-from tracegraph.errors import UserError
+from tracegraph.errors import UserError, first_line
+from tracegraph.queries.health import health as database_health
+from tracegraph.queries.health import unreachable
+from tracegraph.queries.traces import sweep
+from tracegraph.queries.types import Health
 
 log = logging.getLogger("tracegraph.api")
 
@@ -54,7 +60,12 @@ log = logging.getLogger("tracegraph.api")
 def create_app(db_uri: str | None = None, settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     holder = GraphHolder(db_uri)
-    jobs = JobManager(settings.jobs_kept, holder, settings.job_stale_s)
+
+    def clean_up() -> None:
+        with holder.use() as graph:
+            sweep(graph)
+
+    jobs = JobManager(settings.jobs_kept, SharedJobs(holder), settings.job_stale_s, clean_up)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,7 +78,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
 
     app = FastAPI(
         title="tracegraph",
-        version=version(),
+        version=tracegraph.__version__,
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
@@ -87,15 +98,16 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     app.state.settings = settings
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     app.add_middleware(_JsonBodyLimit)
+    app.add_middleware(guide.BrowserKitCors)  # Neo4j Browser's preflights to /browser/*
     for cls, handler in _HANDLERS.items():
         app.add_exception_handler(cls, handler)
     app.add_api_route(
         "/health",
         health,
         methods=["GET"],
-        response_model=HealthOut,
+        response_model=Health,
         tags=["server"],
-        responses={503: {"model": HealthOut}},
+        responses={503: {"model": Health}},
         summary="Backend kind, database reachability, version",
     )
     keyed: dict[str, Any] = {}
@@ -116,15 +128,20 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
 def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     """FastAPI's document, completed where it cannot know: the CypherValue
     schema ``POST /cypher``'s parameters refer to, the upload form (with
-    this app's file limit), and 422 answers as this API sends them (the
-    ``{"detail", "errors"}`` of :class:`ValidationErrorOut`, not FastAPI's
-    default model)."""
+    this app's file limit) and its two answers, and 422 answers as this API
+    sends them (the ``{"detail", "errors"}`` of :class:`ValidationErrorOut`,
+    not FastAPI's default model)."""
     if app.openapi_schema is None:
         doc = FastAPI.openapi(app)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         schemas["CypherValue"] = CYPHER_VALUE
         form = {"schema": traces.upload_schema(settings.max_upload_files)}
-        doc["paths"]["/traces"]["post"]["requestBody"] = {"required": True, "content": {"multipart/form-data": form}}
+        upload = doc["paths"]["/traces"]["post"]
+        upload["requestBody"] = {"required": True, "content": {"multipart/form-data": form}}
+        # 201 is the trace (202 the job): FastAPI gives the route's status both of them.
+        upload["responses"]["201"]["content"]["application/json"]["schema"] = {
+            "$ref": "#/components/schemas/TraceSummary"
+        }
         schemas.setdefault("ValidationErrorOut", ValidationErrorOut.model_json_schema())
         for operations in doc["paths"].values():
             for op in operations.values():
@@ -147,13 +164,18 @@ def _error_content(status: str, content: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema or {"$ref": "#/components/schemas/ErrorOut"}}}
 
 
-def health(graph: Annotated[GraphHolder, Depends(get_graph)]) -> JSONResponse:
-    ok, info = graph.health()
-    return JSONResponse(info, status_code=200 if ok else 503)
+def health(holder: AppHolder, response: Response) -> Health:
+    try:
+        with holder.use() as graph:
+            return database_health(graph)
+    except Exception as e:  # anything at all means: not usable now
+        response.status_code = 503
+        return unreachable(holder.backend, e)
 
 
-def openapi_json(request: Request) -> JSONResponse:
-    return JSONResponse(request.app.openapi())
+def openapi_json(request: Request) -> dict[str, Any]:
+    doc: dict[str, Any] = request.app.openapi()
+    return doc
 
 
 def docs(request: Request, settings: Annotated[Settings, Depends(get_settings)]) -> HTMLResponse:
@@ -173,7 +195,7 @@ def error(status: int, detail: str, headers: dict[str, str] | None = None) -> JS
 
 async def _user_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, UserError)
-    return error(exc.http_status, one_line(str(exc)))
+    return error(exc.http_status, first_line(str(exc)))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -183,7 +205,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         for e in exc.errors()
     ]
     text = "; ".join(f"{'.'.join(x['loc'])}: {x['msg']}" for x in errs) or "invalid request"
-    return JSONResponse({"detail": one_line(text), "errors": errs}, status_code=422)
+    return JSONResponse({"detail": first_line(text), "errors": errs}, status_code=422)
 
 
 async def _bug(request: Request, exc: Exception) -> JSONResponse:

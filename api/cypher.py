@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
-
-from tracegraph.api.connection import GraphHolder
-from tracegraph.api.deps import JSON_BODY_MAX, get_graph, get_settings
-from tracegraph.api.models import CypherIn, CypherOut, error_responses
-from tracegraph.api.settings import Settings
-from tracegraph.output import jsonable
+from tracegraph.api.deps import JSON_BODY_MAX, AppGraph, AppSettings
+from tracegraph.api.models import CypherIn, error_responses
+from tracegraph.queries.cypher import run_cypher
+from tracegraph.queries.types import CypherResult
 
 router = APIRouter(tags=["cypher"])
 
 
 @router.post(
     "/cypher",
-    response_model=CypherOut,
+    response_model=CypherResult,
     responses=error_responses(400, 403, 404, 413, 422, 503),
     max_body_size=JSON_BODY_MAX,
     summary="Ad-hoc read-only Cypher",
@@ -33,14 +29,12 @@ router = APIRouter(tags=["cypher"])
         "`labels`/`type`, `properties`)."
     ),
 )
-def cypher(
-    body: CypherIn,
-    graph: Annotated[GraphHolder, Depends(get_graph)],
-    settings: Annotated[Settings, Depends(get_settings)],
-) -> JSONResponse:
-    res = graph.run(
-        body.query, body.params or None, trace=body.trace, write=False, timeout_ms=settings.cypher_timeout_ms or None
+def cypher(body: CypherIn, graph: AppGraph, settings: AppSettings) -> CypherResult:
+    return run_cypher(
+        graph,
+        body.query,
+        body.params,
+        trace=body.trace,
+        timeout_ms=settings.cypher_timeout_ms or None,
+        max_rows=settings.cypher_max_rows or None,
     )
-    cap = settings.cypher_max_rows
-    rows = res.rows if not cap or len(res.rows) <= cap else res.rows[:cap]
-    return JSONResponse({"columns": list(res.columns), "rows": jsonable(rows), "truncated": len(rows) < len(res.rows)})

@@ -1,4 +1,5 @@
-"""What routes depend on: the app's settings, graph and jobs, and the API key.
+"""What routes depend on: the app's settings, database connection and
+jobs, and the API key.
 
 Routes are plain module-level functions; these dependencies hand them the
 per-app objects that :func:`tracegraph.api.app.create_app` keeps on
@@ -8,13 +9,16 @@ per-app objects that :func:`tracegraph.api.app.create_app` keeps on
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterator
+from typing import Annotated
 
-from fastapi import HTTPException, Request, Security
+from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tracegraph.api.connection import GraphHolder
 from tracegraph.api.jobs import JobManager
 from tracegraph.api.settings import Settings
+from tracegraph.db.base import Graph
 
 # Pages a browser opens directly may carry the key as ``?key=`` (documented in api/README.md).
 BROWSER_KEY_PATHS = ("/docs", "/openapi.json", "/browser/guide.html", "/browser/tracegraph.grass")
@@ -30,14 +34,28 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_graph(request: Request) -> GraphHolder:
-    graph: GraphHolder = request.app.state.graph
-    return graph
+def get_holder(request: Request) -> GraphHolder:
+    holder: GraphHolder = request.app.state.graph
+    return holder
+
+
+def get_graph(request: Request) -> Iterator[Graph]:
+    """The database connection for one request (dropped when the request
+    loses the database, so that the next one connects again)."""
+    with get_holder(request).use() as graph:
+        yield graph
 
 
 def get_jobs(request: Request) -> JobManager:
     jobs: JobManager = request.app.state.jobs
     return jobs
+
+
+# What routes declare.
+AppGraph = Annotated[Graph, Depends(get_graph)]
+AppSettings = Annotated[Settings, Depends(get_settings)]
+AppJobs = Annotated[JobManager, Depends(get_jobs)]
+AppHolder = Annotated[GraphHolder, Depends(get_holder)]
 
 
 def require_key(request: Request, creds: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:

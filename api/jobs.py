@@ -2,7 +2,7 @@
 
 A process runs the uploads it accepted itself, one at a time (one worker
 thread): their files are on its disk. Each job's record is kept in the
-database (``Graph.save_job``), written when the job is queued, when it
+database (:mod:`tracegraph.db.jobs`), written when the job is queued, when it
 starts and ends, and on every heartbeat in between (its progress), so
 that any process serving the same database answers ``GET /jobs/{id}``
 and ``GET /jobs`` for it: a team can run several API processes, or
@@ -34,26 +34,16 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from tracegraph.api.models import JobOut
+from tracegraph.db.jobs import JobRecords
 from tracegraph.errors import NotFound, UserError
 
 log = logging.getLogger("tracegraph.api")
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 UNFINISHED = (QUEUED, RUNNING)
-
-
-class JobStore(Protocol):
-    """Where job records are shared: the database (api/connection.py's GraphHolder)."""
-
-    def save_job(self, job: dict[str, Any]) -> None: ...
-
-    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]: ...
-
-    def forget_jobs(self, keep: int) -> None: ...
-
-    def sweep(self) -> list[str]: ...
 
 
 @dataclass
@@ -88,30 +78,32 @@ class Job:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in record.items() if k in known})
 
-    def public(self) -> dict[str, Any]:
-        """The job as ``GET /jobs/{id}`` shows it (api/models.py: JobOut)."""
+    def public(self) -> JobOut:
+        """The job as ``GET /jobs/{id}`` shows it."""
         fraction = None
         if self.status == DONE:
             fraction = 1.0
         elif self.total:
             fraction = round(min(self.done / self.total, 1.0), 4)
-        return {
-            "id": self.id,
-            "url": f"/jobs/{self.id}",
-            "trace": self.trace,
-            "files": list(self.files),
-            "worker": self.worker,
-            "status": self.status,
-            "phase": self.phase,
-            "progress": {"done": self.done, "total": self.total, "fraction": fraction},
-            "error": self.error,
-            "error_status": self.error_status,
-            "result": self.result,
-            "created_at": _iso(self.created_at),
-            "started_at": _iso(self.started_at),
-            "finished_at": _iso(self.finished_at),
-            "heartbeat_at": _iso(self.heartbeat_at),
-        }
+        return JobOut.model_validate(
+            {
+                "id": self.id,
+                "url": f"/jobs/{self.id}",
+                "trace": self.trace,
+                "files": list(self.files),
+                "worker": self.worker,
+                "status": self.status,
+                "phase": self.phase,
+                "progress": {"done": self.done, "total": self.total, "fraction": fraction},
+                "error": self.error,
+                "error_status": self.error_status,
+                "result": self.result,
+                "created_at": _iso(self.created_at),
+                "started_at": _iso(self.started_at),
+                "finished_at": _iso(self.finished_at),
+                "heartbeat_at": _iso(self.heartbeat_at),
+            }
+        )
 
 
 def _iso(t: float | None) -> str | None:
@@ -127,13 +119,23 @@ def this_worker() -> str:
 class JobManager:
     """This process's jobs, run one at a time, and everyone's, read from the store."""
 
-    def __init__(self, kept: int = 1000, store: JobStore | None = None, stale_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        kept: int = 1000,
+        store: JobRecords | None = None,
+        stale_s: float = 30.0,
+        clean_up: Callable[[], object] | None = None,
+    ) -> None:
+        """``store``: where every process's job records are (None: this
+        process's jobs only); ``clean_up``: removes what a dead process's
+        load left behind (the service's sweep)."""
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-ingest")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._futures: dict[str, Future[None]] = {}
         self._lock = threading.Lock()
         self._kept = max(kept, 1)
         self._store = store
+        self._clean_up = clean_up
         self.stale_s = max(float(stale_s), 1.0)
         self.worker = this_worker()
         # One writer at a time, each writing the job as it is then: the
@@ -186,14 +188,14 @@ class JobManager:
             return
         with self._save_lock:
             try:
-                self._store.save_job(job.record())
+                self._store.save(job.record())
             except UserError as e:
                 log.warning("could not save ingest job %s: %s", job.id, e)
 
     def _forget_old(self) -> None:
         if self._store is not None:
             with contextlib.suppress(UserError):
-                self._store.forget_jobs(self._kept)
+                self._store.forget(self._kept)
 
     def _start_heartbeat(self) -> None:
         with self._lock:
@@ -226,7 +228,7 @@ class JobManager:
             job = self._jobs.get(job_id)
         if job is not None:
             return job
-        stored = self._store.load_jobs(job_id) if self._store is not None else []
+        stored = self._store.load(job_id) if self._store is not None else []
         if not stored:
             raise NotFound(f"no job {job_id!r} (finished jobs are kept until {self._kept} newer ones have finished)")
         return self._judge(Job.from_record(stored[0]))
@@ -235,7 +237,7 @@ class JobManager:
         """The newest ``limit`` jobs of every process, newest first."""
         with self._lock:
             mine = dict(self._jobs)
-        jobs = {r["id"]: Job.from_record(r) for r in (self._store.load_jobs(limit=limit) if self._store else [])}
+        jobs = {r["id"]: Job.from_record(r) for r in (self._store.load(limit=limit) if self._store else [])}
         jobs = {k: mine.get(k) or self._judge(j) for k, j in jobs.items()}
         for k, j in mine.items():  # ours that the store missed (it was down)
             jobs.setdefault(k, j)
@@ -260,7 +262,8 @@ class JobManager:
             # process that was only slow overwrites this on its next heartbeat.
             self._save(job)
             try:
-                self._store.sweep()  # what its load left behind: its lease died with it
+                if self._clean_up is not None:
+                    self._clean_up()  # what its load left behind: its lease died with it
             except UserError as e:
                 log.warning("could not clean up after job %s: %s", job.id, e)
         return job

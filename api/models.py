@@ -1,10 +1,10 @@
-"""The API's own request and response models (health, jobs, ad-hoc Cypher,
-what-if's request, errors).
+"""The API's own models: requests (ad-hoc Cypher, what-if), jobs, errors.
 
-Everything the service layer answers (traces, the catalog, analysis and
-what-if results) is declared once, as the dataclasses of
-:mod:`tracegraph.queries.types`: routes name those as their response
-models, so the OpenAPI document describes exactly the JSON they send."""
+Everything the service layer answers (traces, the catalog, analysis,
+what-if and Cypher results, the timeline, health) is declared once, as the
+dataclasses of :mod:`tracegraph.queries.types`: routes return those, and
+FastAPI checks each answer against them and builds the OpenAPI document
+from them, so the document describes exactly the JSON routes send."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tracegraph.queries.catalog import INT64
+from tracegraph.queries.cypher import MAX_DEPTH, check_value
 from tracegraph.queries.types import TraceSummary
 from tracegraph.queries.whatif import MAX_FACTOR
 
@@ -24,15 +25,6 @@ class ErrorOut(BaseModel):
 class ValidationErrorOut(BaseModel):
     detail: str
     errors: list[dict[str, Any]] = []
-
-
-class HealthOut(BaseModel):
-    status: str = Field(description="ok / unavailable")
-    backend: str = Field(description="embedded, falkordb or neo4j")
-    database: str = Field(description="reachable / unreachable")
-    version: str = Field(description="tracegraph version")
-    database_version: str | None = None
-    detail: str | None = None
 
 
 class ProgressOut(BaseModel):
@@ -50,20 +42,17 @@ class JobOut(BaseModel):
     status: str = Field(description="queued / running / done / failed")
     phase: str
     progress: ProgressOut
-    error: str | None = None
-    error_status: int | None = None
-    result: TraceSummary | None = None
+    error: str | None = Field(None, description="why it failed (one line)")
+    error_status: int | None = Field(None, description="the HTTP status its error maps to")
+    result: TraceSummary | None = Field(None, description="done: the trace stored")
     created_at: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
     heartbeat_at: str | None = Field(None, description="when its API process last said it was at work on it")
 
 
-# Cypher parameters both engines' drivers can send (FalkorDB's puts them in the
-# statement's text): 64-bit numbers, text without NUL, map keys that are
-# non-empty and hold no backtick or NUL, bounded nesting. The document
-# declares the same (CYPHER_VALUE, added to its components by api/app.py).
-MAX_PARAM_DEPTH = 32
+# Cypher parameters as the service checks them (queries/cypher.py), in
+# JSON Schema (api/app.py adds it to the document's components).
 NO_NUL = r"^[^\x00]*$"
 PARAM_KEY = r"^[^`\x00]+$"
 CYPHER_VALUE_REF = {"$ref": "#/components/schemas/CypherValue"}
@@ -74,7 +63,7 @@ CYPHER_MAP: dict[str, Any] = {
 }
 CYPHER_VALUE: dict[str, Any] = {
     "description": "a Cypher parameter value: null, a boolean, a number within the 64-bit integer range, text "
-    f"without NUL, or a list or map of values (keys: no backtick or NUL), nested at most {MAX_PARAM_DEPTH} deep",
+    f"without NUL, or a list or map of values (keys: no backtick or NUL), nested at most {MAX_DEPTH} deep",
     "anyOf": [
         {"type": "null"},
         {"type": "boolean"},
@@ -86,32 +75,8 @@ CYPHER_VALUE: dict[str, Any] = {
 }
 
 
-def check_cypher_value(value: Any, where: str, depth: int = 0) -> None:
-    """ValueError unless ``value`` is a :data:`CYPHER_VALUE`."""
-    if depth > MAX_PARAM_DEPTH:
-        raise ValueError(f"{where}: nested more than {MAX_PARAM_DEPTH} deep")
-    if value is None or isinstance(value, bool):
-        return
-    if isinstance(value, (int, float)):
-        if not INT64[0] <= value <= INT64[1]:  # NaN too
-            raise ValueError(f"{where}: expected a number within the 64-bit integer range")
-    elif isinstance(value, str):
-        if "\0" in value:
-            raise ValueError(f"{where}: text may not hold a NUL character")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            check_cypher_value(v, f"{where}[{i}]", depth + 1)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str) or not k or "`" in k or "\0" in k:
-                raise ValueError(f"{where}: bad key {k!r} (keys are non-empty, without backtick or NUL)")
-            check_cypher_value(v, f"{where}.{k}", depth + 1)
-    else:
-        raise ValueError(f"{where}: not a JSON value")
-
-
 def _check_params(params: dict[str, Any]) -> dict[str, Any]:
-    check_cypher_value(params, "params")
+    check_value(params, "params")  # ValueError: a 422 naming the value
     return params
 
 
@@ -139,12 +104,6 @@ class CypherIn(BaseModel):
     trace: str | None = Field(
         default=None, min_length=1, max_length=200, description="the trace the query reads; also bound as $trace"
     )
-
-
-class CypherOut(BaseModel):
-    columns: list[str]
-    rows: list[list[Any]]
-    truncated: bool = Field(description="true when rows were cut at the row cap")
 
 
 # `type=REGEX` or `name=REGEX`, REGEX not starting with a quantifier (*, +, ?

@@ -10,26 +10,22 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
-from tracegraph.api.connection import GraphHolder, one_line
-from tracegraph.api.deps import get_graph, get_jobs, get_settings
-from tracegraph.api.jobs import DONE, FAILED, Job, JobManager
+from tracegraph.api.connection import GraphHolder
+from tracegraph.api.deps import AppGraph, AppHolder, AppJobs, AppSettings
+from tracegraph.api.jobs import DONE, FAILED, Job
 from tracegraph.api.models import JobOut, error_responses
-from tracegraph.api.settings import Settings
 from tracegraph.api.uploads import Upload, read_upload
 from tracegraph.db.base import MAX_TRACE_NAME, check_trace_name, name_taken
-from tracegraph.errors import BadRequest, NotFound, UserError
-from tracegraph.ingest import formats
-from tracegraph.queries.run import trace_facts
-from tracegraph.queries.traces import describe_trace, list_traces
+from tracegraph.errors import BadRequest, UserError, first_line
+from tracegraph.queries.ingest import format_names, prepare, store
+from tracegraph.queries.traces import describe_trace, drop_trace, list_traces, trace_exists
 from tracegraph.queries.types import DroppedTrace, TraceSummary, as_json
 
 log = logging.getLogger("tracegraph.api")
 router = APIRouter(tags=["traces"])
-Graph = Annotated[GraphHolder, Depends(get_graph)]
 
 
 def _location(what: str) -> dict[str, Any]:
@@ -39,8 +35,8 @@ def _location(what: str) -> dict[str, Any]:
 @router.get(
     "/traces", response_model=list[TraceSummary], summary="Every ready trace, by name", responses=error_responses(503)
 )
-def list_traces_route(graph: Graph) -> JSONResponse:
-    return JSONResponse(as_json(list_traces(graph)))
+def list_traces_route(graph: AppGraph) -> list[TraceSummary]:
+    return list_traces(graph)
 
 
 @router.get(
@@ -49,17 +45,15 @@ def list_traces_route(graph: Graph) -> JSONResponse:
     responses=error_responses(404, 503),
     summary="One trace: framework, counts, span, critical paths, peak memory, source files",
 )
-def get_trace(trace: str, graph: Graph) -> JSONResponse:
-    return JSONResponse(as_json(describe_trace(graph, trace)))
+def get_trace(trace: str, graph: AppGraph) -> TraceSummary:
+    return describe_trace(graph, trace)
 
 
 @router.delete(
     "/traces/{trace}", response_model=DroppedTrace, responses=error_responses(404, 503), summary="Delete a trace"
 )
-def delete_trace(trace: str, graph: Graph) -> JSONResponse:
-    if "\0" in trace:  # no trace's name (and no query parameter can carry it)
-        raise NotFound(f"no trace named {trace!r}")
-    return JSONResponse(as_json(DroppedTrace(trace, graph.drop_trace(trace))))
+def delete_trace(trace: str, graph: AppGraph) -> DroppedTrace:
+    return drop_trace(graph, trace)
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,7 +94,7 @@ def upload_schema(max_files: int) -> dict[str, Any]:
             },
             "format": {
                 "type": "string",
-                "enum": ["auto", *formats.names()],
+                "enum": ["auto", *format_names()],
                 "default": "auto",
                 "description": "the files' format; auto detects it from the content",
             },
@@ -132,6 +126,7 @@ def upload_schema(max_files: int) -> dict[str, Any]:
         "the answer is 202 with a job to poll at `GET /jobs/{id}`. A failed ingest leaves "
         "nothing behind."
     ),
+    response_model=TraceSummary | JobOut,
     responses={
         201: {"model": TraceSummary, "headers": {"Location": _location("the trace: /traces/{trace}")}},
         202: {"model": JobOut, "headers": {"Location": _location("the job to poll: /jobs/{id}")}},
@@ -141,11 +136,8 @@ def upload_schema(max_files: int) -> dict[str, Any]:
     openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {}}}}},
 )
 async def upload(
-    request: Request,
-    graph: Graph,
-    jobs: Annotated[JobManager, Depends(get_jobs)],
-    settings: Annotated[Settings, Depends(get_settings)],
-) -> JSONResponse:
+    request: Request, response: Response, holder: AppHolder, jobs: AppJobs, settings: AppSettings
+) -> TraceSummary | JobOut:
     up = await read_upload(
         request,
         max_bytes=settings.max_upload_bytes,
@@ -156,21 +148,24 @@ async def upload(
         trace, fmt, replace = _upload_fields(up.fields)
         if not up.files:
             raise HTTPException(422, "files: no files in the upload (send them in the multipart field 'files')")
-        if not replace and await run_in_threadpool(_exists, graph, trace):
+        if not replace and await run_in_threadpool(_exists, holder, trace):
             raise name_taken(trace)
     except BaseException:
         up.cleanup()
         raise
     job, future = jobs.submit(
-        trace, [f.name for f in up.files], _ingest_work(graph, up, trace, fmt, replace), on_cancel=up.cleanup
+        trace, [f.name for f in up.files], _ingest_work(holder, up, trace, fmt, replace), on_cancel=up.cleanup
     )
     if up.total_bytes <= settings.sync_upload_bytes and settings.sync_wait_s > 0:
         await run_in_threadpool(concurrent.futures.wait, [future], settings.sync_wait_s)
     if job.status == DONE:
-        return JSONResponse(job.result, status_code=201, headers={"Location": f"/traces/{quote(trace)}"})
+        response.headers["Location"] = f"/traces/{quote(trace)}"
+        return TraceSummary(**job.result or {})
     if job.status == FAILED:
-        return JSONResponse({"detail": job.error or "ingest failed"}, status_code=job.error_status or 400)
-    return JSONResponse(job.public(), status_code=202, headers={"Location": f"/jobs/{job.id}"})
+        raise HTTPException(job.error_status or 400, job.error or "ingest failed")
+    response.status_code = 202
+    response.headers["Location"] = f"/jobs/{job.id}"
+    return job.public()
 
 
 @router.get(
@@ -179,8 +174,8 @@ async def upload(
     responses=error_responses(404),
     summary="An upload's ingest job: status, progress, error",
 )
-def get_job(job_id: str, jobs: Annotated[JobManager, Depends(get_jobs)]) -> JSONResponse:
-    return JSONResponse(jobs.get(job_id).public())
+def get_job(job_id: str, jobs: AppJobs) -> JobOut:
+    return jobs.get(job_id).public()
 
 
 @router.get(
@@ -190,18 +185,14 @@ def get_job(job_id: str, jobs: Annotated[JobManager, Depends(get_jobs)]) -> JSON
     summary="The newest ingest jobs of every API process serving this database, newest first",
 )
 def list_jobs(
-    jobs: Annotated[JobManager, Depends(get_jobs)],
-    limit: Annotated[int, Query(ge=1, le=1000, description="how many jobs at most")] = 100,
-) -> JSONResponse:
-    return JSONResponse([job.public() for job in jobs.recent(limit)])
+    jobs: AppJobs, limit: Annotated[int, Query(ge=1, le=1000, description="how many jobs at most")] = 100
+) -> list[JobOut]:
+    return [job.public() for job in jobs.recent(limit)]
 
 
-def _exists(graph: GraphHolder, trace: str) -> bool:
-    try:
-        trace_facts(graph, trace)
-    except NotFound:
-        return False
-    return True
+def _exists(holder: GraphHolder, trace: str) -> bool:
+    with holder.use() as graph:
+        return trace_exists(graph, trace)
 
 
 def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
@@ -214,15 +205,15 @@ def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
     except BadRequest as e:
         raise BadRequest(f"trace: {e}") from None
     fmt = fields.get("format", "auto")
-    if fmt != "auto" and fmt not in formats.names():
-        raise BadRequest(f"format: unknown format {fmt!r} (supported: auto, {', '.join(formats.names())})")
+    if fmt != "auto" and fmt not in format_names():
+        raise BadRequest(f"format: unknown format {fmt!r} (supported: auto, {', '.join(format_names())})")
     raw = fields.get("replace", "false")
     if raw not in ("true", "false"):
         raise BadRequest(f"replace: expected true or false, got {raw!r}")
     return trace, fmt, raw == "true"
 
 
-def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: bool) -> Callable[[Job], None]:
+def _ingest_work(holder: GraphHolder, up: Upload, trace: str, fmt: str, replace: bool) -> Callable[[Job], None]:
     """The job body: ingest, name the sources after the uploaded files, summarize."""
 
     def scrub(msg: str) -> str:
@@ -231,28 +222,23 @@ def _ingest_work(graph: GraphHolder, up: Upload, trace: str, fmt: str, replace: 
         return msg.replace(str(up.tmpdir), "upload")
 
     def work(job: Job) -> None:
-        from tracegraph.ingest.pipeline import ingest
-
         try:
-            ingest(
-                graph,
-                [f.path for f in up.files],
-                trace,
-                fmt=fmt,
-                replace=replace,
-                progress=job.progress,
-                source_names={str(f.path): f.name for f in up.files},
-            )
-            job.result = as_json(describe_trace(graph, trace))
+            names = {str(f.path): f.name for f in up.files}
+            prepared = prepare([f.path for f in up.files], trace, fmt=fmt, source_names=names, progress=job.progress)
+            with holder.use() as graph:
+                result = store(graph, prepared, replace=replace, progress=job.progress)
+            job.result = as_json(result.summary)
             job.status = DONE
         except UserError as e:
-            job.error = scrub(one_line(str(e)))
+            job.error = scrub(first_line(str(e)))
             job.error_status = e.http_status
             job.status = FAILED
         except Exception as e:  # a parser tripping over bad input: a bug, but the file's fault to the user
             log.warning("ingest of %s failed", [f.name for f in up.files], exc_info=True)
             job.error_status = 400
-            job.error = scrub(one_line(f"cannot ingest {', '.join(f.name for f in up.files)}: {type(e).__name__}: {e}"))
+            job.error = scrub(
+                first_line(f"cannot ingest {', '.join(f.name for f in up.files)}: {type(e).__name__}: {e}")
+            )
             job.status = FAILED
         finally:
             up.cleanup()

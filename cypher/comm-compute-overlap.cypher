@@ -12,7 +12,9 @@
 //
 // Definition. Made at ingest per rank (`ingest/ranks.py`). A rank is the
 // `rank` the format gives an op or a device. On a rank with
-// kernels (mode gpu), communication = its NCCL kernels, computation = its
+// kernels (mode gpu), communication = its communication kernels (NCCL,
+// RCCL, MSCCL, MSCCL++, DeepEP, NVSHMEM, custom all-reduces: the one rule
+// of `ingest/formats/kit.py`), computation = its
 // compute kernels (copies and memsets are neither), on any of its streams.
 // On a rank without kernels (mode cpu), communication = its ops of phase
 // communication (`c10d::` calls, `gloo:` / `nccl:` regions,

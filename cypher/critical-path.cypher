@@ -9,6 +9,7 @@
 // @column start_us: when the op started in the trace (us since the trace's first event)
 // @column earliest_start_us: when it could start at the earliest, every predecessor's weight summed along the path (us)
 // @column cum_us: weight of the path up to and including this op (us)
+// @empty the dependency DAG has no executed op
 //
 // Definition. The dependency DAG has an edge for every data input and every
 // control input (`DATA` and `CONTROL` relationships). Its ops are the

@@ -6,6 +6,7 @@
 // @column kind: `tensor` (degree = how many ops read it) or `op` (degree = how many inputs it has)
 // @column name: tensor name (`op:slot` for TF) or op name
 // @column degree: distinct ops reading the tensor, or the op's input count
+// @empty the trace has no tensors read by ops (or n is {n})
 //
 // Definition. From the `CONSUMES` relationships (an op reads a tensor at
 // an input position): a tensor's degree is the number of distinct ops

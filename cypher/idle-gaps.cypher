@@ -8,6 +8,7 @@
 // @column before_op: op of the kernel just before the gap in start order
 // @column after_op: op of the kernel that ends the gap
 // @column at_us: when the gap starts: the moment every kernel started earlier on the stream has ended (us since the trace's first event)
+// @empty no stream has a gap between two of its kernels (or n is {n})
 //
 // Definition. Kernels of a stream are ordered by start time (then end
 // time, then uid) and linked by `NEXT_ON_STREAM`; the gap before a kernel

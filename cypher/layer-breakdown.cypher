@@ -7,6 +7,7 @@
 // @column ops: executed ops in the scope
 // @column total_us: their summed weight (us; steps for traces timed in steps)
 // @column peak_live_bytes: bytes of the allocations made by the scope's ops that are live at the trace's memory peak (null: the trace has no memory timeline)
+// @empty the trace has no executed op
 //
 // Definition. An op's name scope is its name without the last `/`
 // component (`conv1/Conv2D` -> `conv1`); the layer is its first `depth`

@@ -7,6 +7,7 @@
 // @column type: op type
 // @column dur_us: the op's path weight (us; steps for traces timed in steps; see critical-path)
 // @column start_us: when the op started in the trace (us since the trace's first event)
+// @empty the dependency DAG has no executed op
 //
 // Definition. Over the same dependency DAG as critical-path (data and
 // control inputs), the chain of executed ops with the largest number of

@@ -14,6 +14,7 @@
 // @column alloc_us: when it was allocated
 // @column free_us: when it was freed (null: not within the trace)
 // @column allocation: the allocation's uid (unique within the trace)
+// @empty no allocation is live at {at_us} (allocator {allocator}; null: any)
 //
 // Definition. An allocation is live at time t when alloc_us <= t < free_us
 // (never freed counts as live to the end): the liveness rule of

@@ -4,7 +4,7 @@
 // @requires times
 // @param trace TRACE: the trace
 // @param first_step INTEGER[0..] = 0: the window's first segment, as its step on the path
-// @param max_steps INTEGER[1..] = 1000: at most this many segments from first_step on (null, possible in Neo4j Browser: to the end)
+// @param max_steps INTEGER[1..] = 10: at most this many segments from first_step on (widen it to see more; null, possible in Neo4j Browser: to the end)
 // @column step: the step of the segment the link leaves from
 // @column path: one link of the path: (event)-[:OBSERVED_NEXT]->(next event)
 //
@@ -19,10 +19,18 @@
 // on the path is one node with several links. Order: step (unique: one link
 // per step). No rows for a path of one segment.
 //
+// Drawn. The default window, 10 segments, is what Neo4j Browser can draw
+// with every name readable in its frame (cypher/tracegraph.grass: the
+// links as purple arrows captioned with their step); page through the path
+// with first_step, or widen the window with max_steps. The result is the
+// links and their ends only; with the Browser's "Connect result nodes" on
+// (its default; `:config autoComplete: false` turns it off) it would also
+// draw how those ops and kernels nest, launch and depend on each other.
+//
 // Neo4j Browser:
 //   :param trace => 'cnn'
 //   :param first_step => 0
-//   :param max_steps => 1000
+//   :param max_steps => 10
 CALL {
   MATCH (n:Op {trace: $trace})
   WHERE n.ocp_steps IS NOT NULL

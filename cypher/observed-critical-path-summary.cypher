@@ -10,7 +10,7 @@
 //
 // Definition. The segments of observed-critical-path (see its header for
 // the path and its segments), grouped by kind: gpu_compute = kernel,
-// gpu_memory = memcpy (copies and memsets), communication = NCCL kernels,
+// gpu_memory = memcpy (copies and memsets), communication = communication kernels,
 // cpu = cpu_op, launch = runtime (runtime calls and counted launch
 // delays), sync_wait = sync (blocking calls waiting and sync edges), idle =
 // idle (thread idle between top-level ops, kernels queued, stream gaps).

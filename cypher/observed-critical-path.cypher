@@ -9,6 +9,7 @@
 // @column dur_us: its length: the time between its two ends (us)
 // @column resource: where it ran: the host thread (`pid:tid`, `rank1/pid:tid`; the device for formats without threads) or the device stream (`cuda:0/stream:7`)
 // @column counted: whether the segment counts towards the path's length (false: waiting, see below)
+// @empty the trace has no op or kernel with a positive duration
 //
 // Definition. The happens-before graph has two nodes per event, its start
 // and its end; events are the ops with a positive duration that do work

@@ -4,7 +4,7 @@
 // @requires deps
 // @param trace TRACE: the trace
 // @param op STRING: the op's name (exact, as in top-ops or critical-path)
-// @param hops INTEGER[1..4] = 2: how many DATA/CONTROL hops to follow
+// @param hops INTEGER[1..4] = 1: how many DATA/CONTROL hops to follow (widen it to see more)
 // @column hops: the path's length in relationships
 // @column neighbor: name of the op at the far end of the path
 // @column path: the path from the op to that neighbor
@@ -20,10 +20,17 @@
 // hundreds of ops) has many paths, so at most 1000 are returned. No rows
 // when no op has that name.
 //
+// Drawn. The default, 1 hop, draws the op amid its producers and consumers,
+// which Neo4j Browser lays out readably; each further hop multiplies the
+// paths (and two hops of a busy op cross each other). The result is the
+// paths only: with the Browser's "Connect result nodes" on (its default;
+// `:config autoComplete: false` turns it off) it would also draw the
+// dependencies among the neighbors and the critical-path links beside them.
+//
 // Neo4j Browser:
 //   :param trace => 'alexnet'
 //   :param op => 'conv3/Conv2D'
-//   :param hops => 2
+//   :param hops => 1
 MATCH (o:Op {trace: $trace, name: $op})
 MATCH p = (o)-[:DATA|CONTROL*1..4]-(n:Op)
 WHERE length(p) <= $hops

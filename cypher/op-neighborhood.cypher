@@ -8,6 +8,7 @@
 // @column op: the neighbor's name
 // @column type: the neighbor's type
 // @column hops: fewest edges between the op and the neighbor
+// @empty no op named '{op}' has a dependency within {hops} hops (or there is no op of that name)
 //
 // Definition. Ancestors are the ops from which a directed path of `DATA`
 // and `CONTROL` edges (data and control inputs) of at most `hops` edges

@@ -8,6 +8,7 @@
 // @column mean_us: total_us / count
 // @column p95_us: 95th percentile of their weights, nearest rank: the ceil(0.95 x count)-th smallest weight
 // @column share: total_us as a fraction of the summed weight of all executed ops
+// @empty the trace has no executed op
 //
 // Definition. An op's weight is the sum of its kernel durations on device
 // streams when it launched any, else its self time (its own record's

@@ -13,7 +13,7 @@
 // Apply* ops optimizer, ops under a `gradients/` or `gradient_tape/` scope
 // backward, runtime plumbing such as `_SOURCE` or `_retval` other, a copy
 // `edge_N_<node>` the phase of <node>, the rest forward; PyTorch: ops
-// that launched NCCL kernels or name collectives are communication, work
+// that launched communication kernels or name collectives are communication, work
 // under `autograd::engine` backward, under `Optimizer.step` optimizer, the
 // `ProfilerStep#N` annotation other, the rest forward); an op whose
 // format gave no phase counts as other. Weight as in top-ops; ops that did

@@ -8,6 +8,7 @@
 // @column earliest_start_us: earliest start: the largest earliest finish of its predecessors (0 for sources), weights summed along the heaviest chain into it (us)
 // @column latest_start_us: latest start that does not lengthen the critical path: latest finish minus its weight (us)
 // @column slack_us: latest start minus earliest start (us); 0 exactly on the critical path
+// @empty no op's slack is at most {max_slack_us} us (null: any slack, so the DAG has no executed op)
 //
 // Definition. Over the dependency DAG of critical-path (`DATA` and
 // `CONTROL` edges between executed ops; an edge closing a cycle is

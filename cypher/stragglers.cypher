@@ -10,6 +10,7 @@
 // @column rank: a rank of the collective (one row per rank, the straggler's too)
 // @column wait_us: that rank's wait for the straggler: last arrival - its own arrival (us; 0 for the straggler)
 // @column process_group: the collective's process group (NCCL kernels that record one; null otherwise)
+// @empty no collective whose last rank held the others up by {min_caused_us} us or more
 //
 // Definition. A collective is the same call on every rank of a
 // multi-rank job, joined at ingest (the k-th collective call of every

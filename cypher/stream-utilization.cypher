@@ -11,6 +11,7 @@
 // @column utilization: busy_us / window_us
 // @column gaps: idle gaps between consecutive kernels on the stream longer than min_gap_us
 // @column gap_us: their summed length (us)
+// @empty the trace has no kernel with a start and an end
 //
 // Definition. busy_us is computed at ingest per stream (`Stream.busy_us`)
 // from every kernel on it, copies included. An idle gap is the time from

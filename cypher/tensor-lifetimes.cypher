@@ -12,6 +12,7 @@
 // @column held_us: how long it was held: free_us - alloc_us, up to the trace's end (span_us) when not freed
 // @column byte_us: bytes x held_us (byte-microseconds: its share of the memory-time area)
 // @column idle_us: how long it stayed allocated after its last use, never negative (null: unknown)
+// @empty the trace has no allocations (or n is {n})
 //
 // Definition. Every allocation with an allocation time (persistent memory
 // has none and is left out). Its release is free_us, or the end of the

@@ -9,6 +9,7 @@
 // @column dur_us: the op's weight (us; steps for traces timed in steps)
 // @column kernels_us: summed duration of its kernels on device streams (null: no kernels)
 // @column share: dur_us as a fraction of all ops' summed weight
+// @empty the trace has no executed op (or n is {n})
 //
 // Definition. An op's weight is the sum of its kernel durations on device
 // streams when it launched any, else its self time: its own record's

@@ -10,6 +10,7 @@
 // @column dur_us: its weight in this trace (null: not in it)
 // @column delta_us: dur_us - base_us, a missing side counting as 0 (us; positive: slower now)
 // @column status: `changed`, `added` (only in this trace) or `removed` (only in the base)
+// @empty no op's weight differs by more than {min_delta_us} us from trace {base}, and none was added or removed
 //
 // Definition. Ops that executed are matched across the two traces by name
 // and type; the runs of one name and type within a trace (a node recorded

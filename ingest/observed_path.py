@@ -71,7 +71,7 @@ to its kernel, a counting launch edge to the runtime call, every other edge
 (idle, queue wait, sync) to the event whose start or end it leads to.
 Kinds: ``cpu_op``, ``runtime`` (runtime calls and launch delays), ``sync``
 (blocking calls and sync edges), ``kernel``, ``memcpy`` (copies and
-memsets), ``communication`` (NCCL kernels), ``idle`` (thread order, queue
+memsets), ``communication`` (communication kernels), ``idle`` (thread order, queue
 waits and stream gaps). The counted segments sum to the length; all
 segments sum to the path's span.
 """

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from tracegraph.db.base import checkpoint
 from tracegraph.errors import UserError
 from tracegraph.ingest import source
 from tracegraph.ingest.limits import MiB
@@ -97,56 +98,63 @@ def map_files(
     errors: dict[int, BaseException] = {}  # file index -> its error
     ended: dict[int, int] = {}  # worker -> the file it was on when its answers stopped
     stopping = threading.Event()
+    procs: list[subprocess.Popen[bytes]] = []
+    threads: list[threading.Thread] = []
+
+    def stop() -> None:
+        stopping.set()
+        for p in procs:
+            p.kill()
+
+    def run(w: int) -> None:
+        proc, share = procs[w], shares[w]
+        assert proc.stdin is not None and proc.stdout is not None
+        i = share[0]
+        try:
+            # stdin stays open until the worker is done: its end tells the worker this process died
+            proc.stdin.write(pickle.dumps((fn.__module__, fn.__qualname__, [calls[i] for i in share])))
+            proc.stdin.flush()
+            for i in share:
+                status, value = _receive(proc.stdout)
+                if status == "error":
+                    errors[i] = value
+                    stop()
+                    return
+                results[i] = value
+        except (EOFError, BrokenPipeError, OSError):
+            ended[w] = i  # the worker died (or was stopped): why, from its exit and stderr below
+        except BaseException as e:
+            errors[i] = e
+            stop()
+
     with contextlib.ExitStack() as stack:
         logs = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(n)]  # a worker's stderr
-        procs = [
-            stack.enter_context(
-                subprocess.Popen(
-                    # -P: not the working directory first on sys.path (a json.py there would be imported)
-                    [sys.executable, "-P", "-m", "tracegraph.ingest.parallel"],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                )
-            )
-            for log in logs
-        ]
-
-        def stop() -> None:
-            stopping.set()
-            for p in procs:
-                p.kill()
-
-        def run(w: int) -> None:
-            proc, share = procs[w], shares[w]
-            assert proc.stdin is not None and proc.stdout is not None
-            i = share[0]
-            try:
-                # stdin stays open until the worker is done: its end tells the worker this process died
-                proc.stdin.write(pickle.dumps((fn.__module__, fn.__qualname__, [calls[i] for i in share])))
-                proc.stdin.flush()
-                for i in share:
-                    status, value = _receive(proc.stdout)
-                    if status == "error":
-                        errors[i] = value
-                        stop()
-                        return
-                    results[i] = value
-            except (EOFError, BrokenPipeError, OSError):
-                ended[w] = i  # the worker died (or was stopped): why, from its exit and stderr below
-            except BaseException as e:
-                errors[i] = e
-                stop()
-
-        threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(n)]
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        except BaseException:  # interrupted: the workers go now, not after their files
+            for log in logs:
+                procs.append(
+                    subprocess.Popen(
+                        # -P: not the working directory first on sys.path (a json.py there would be imported)
+                        [sys.executable, "-P", "-m", "tracegraph.ingest.parallel"],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=log,
+                    )
+                )
+                checkpoint("worker-started")
+            for w in range(n):
+                thread = threading.Thread(target=run, args=(w,), daemon=True)
+                thread.start()
+                threads.append(thread)
+            for thread in threads:
+                thread.join()
+        except BaseException:
+            # Interrupted (Ctrl-C) or failed, in whatever phase: while the
+            # workers start, read or are waited for. They go now, not after
+            # their files.
             stop()
             raise
+        finally:
+            _reap(procs, threads)
         for w, i in ended.items():
             code = procs[w].wait()
             if stopping.is_set() and code == -9:
@@ -164,6 +172,21 @@ def map_files(
             error.add_note(f"while reading {paths[first]}")
         raise error
     return [results[i] for i in range(len(calls))]
+
+
+def _reap(procs: list[subprocess.Popen[bytes]], threads: list[threading.Thread]) -> None:
+    """Nothing left behind: the threads talking to the workers ended (they
+    end with their worker's answers, or its end), the pipes closed and
+    every worker waited for. A worker whose work is done ends when its
+    stdin closes; one that was stopped has been killed."""
+    for thread in threads:
+        thread.join()
+    for p in procs:
+        for pipe in (p.stdin, p.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):  # a killed worker's stdin: its unsent bytes go nowhere
+                    pipe.close()
+        p.wait()
 
 
 def _receive(stream: IO[bytes]) -> tuple[str, Any]:

@@ -350,3 +350,20 @@ def ingest(
         replace=replace,
         progress=progress,
     )
+
+
+# What a trace file's name ends with, besides the trace's own name.
+TRACE_FILE_SUFFIXES = (".gz", ".json", ".pbtxt", ".pb", ".txt", ".trace", ".pt", ".xplane")
+
+
+def default_trace_name(path: Path) -> str:
+    """The trace's name when none is given: the first file's (or folder's)
+    name without its format's suffixes (``run.pt.trace.json.gz``: ``run``)."""
+    name = path.name
+    while True:
+        for suffix in TRACE_FILE_SUFFIXES:
+            if name.lower().endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                break
+        else:
+            return name

@@ -9,7 +9,9 @@ unions badly).
 A rank is the ``rank`` the format gives an op and a device (several rank
 files ingested as one trace); a trace of one rank is rank 0.
 A rank with device kernels is measured on its devices (``mode`` gpu):
-communication = its NCCL kernels (kind ``communication``), computation =
+communication = its communication kernels (kind ``communication``: NCCL,
+RCCL, MSCCL(++), DeepEP, NVSHMEM, ... by
+:func:`~tracegraph.ingest.formats.kit.is_communication_kernel`), computation =
 its compute kernels (copies and memsets are neither). A rank without
 kernels is measured on its host (``mode`` cpu): communication = its ops of
 phase ``communication`` (``c10d::`` calls, ``gloo:`` / ``nccl:`` regions,

@@ -24,13 +24,17 @@ the Neo4j Browser guide all read parameters from here, and
 :meth:`Param.coerce` is the one place values are checked.
 ``@requires`` names trace facts (times, deps, memory, kernels, copies); a
 trace that lacks one gets ``not available: <reason>`` instead of rows.
+``@empty`` is the one line an answer without rows carries (``no rows:
+<it>``), with ``{param}`` standing for a parameter's value (``no collective
+held the others up by {min_caused_us} us or more``); without it the line
+is :data:`NO_ROWS`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -48,21 +52,20 @@ _PARAM = re.compile(
 # The range every INTEGER parameter is within (both engines store 64-bit integers).
 INT64 = (-(2**63), 2**63 - 1)
 _COLUMN = re.compile(r"^(?P<name>\w+)\s*:\s*(?P<doc>.*)$")
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+# Why an answer has no rows, when its header does not say.
+NO_ROWS = "the trace has nothing that matches"
 
 
 @dataclass(frozen=True)
-class Param:
-    """One declared parameter. ``type`` is one of :data:`TYPES`; ``choices``
-    holds an ENUM's words."""
+class Param(ParamInfo):
+    """One declared parameter (:class:`~tracegraph.queries.types.ParamInfo`:
+    ``type`` one of :data:`TYPES`, ``choices`` an ENUM's words) and how a
+    value for it is checked."""
 
-    name: str
-    type: str
-    required: bool
-    default: object
-    doc: str
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    maximum: float | None = None
+    def info(self) -> ParamInfo:
+        """The declaration alone, as front ends show it."""
+        return ParamInfo(*(getattr(self, f.name) for f in fields(ParamInfo)))
 
     @property
     def is_trace(self) -> bool:
@@ -125,22 +128,31 @@ def _range(low: float | None, high: float | None) -> str:
 
 
 @dataclass(frozen=True)
-class Column:
-    name: str
-    doc: str
-
-
-@dataclass(frozen=True)
 class Analysis:
     name: str
     summary: str
     params: tuple[Param, ...]
-    columns: tuple[Column, ...]
+    columns: tuple[ColumnInfo, ...]
     requires: tuple[Fact, ...]
     definition: str
     text: str
     file: str
     graph: bool = False  # returns paths/nodes for Neo4j Browser rather than a table
+    empty: str | None = None  # why an answer has no rows (``@empty``, with {param} placeholders)
+
+    def no_rows(self, params: dict[str, Any]) -> str:
+        """The line an answer without rows carries: ``no rows: <why>``,
+        the ``@empty`` text with the parameters' values put in."""
+
+        def value(m: re.Match[str]) -> str:
+            v = params.get(m[1])
+            if v is None:
+                return "null"
+            if isinstance(v, float):
+                return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:g}"
+            return str(v)
+
+        return "no rows: " + _PLACEHOLDER.sub(value, self.empty or NO_ROWS)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -167,12 +179,8 @@ class Analysis:
             summary=self.summary,
             graph=self.graph,
             requires=[f.value for f in self.requires],
-            params=[
-                ParamInfo(p.name, p.type, p.required, p.doc, p.default, list(p.choices), p.minimum, p.maximum)
-                for p in self.params
-                if p.name != "trace"
-            ],
-            columns=[ColumnInfo(c.name, c.doc) for c in self.columns],
+            params=[p.info() for p in self.params if p.name != "trace"],
+            columns=list(self.columns),
             definition=self.definition,
             url=f"/traces/{{trace}}/queries/{self.name}",
             query=self.statement if with_query else None,
@@ -218,12 +226,12 @@ def parse_header(text: str, file: str) -> Analysis:
             raise ValueError(f"{file}: bad @param {raw!r}: bounds are numbers") from None
         default_text = m["default"]
         doc = m["doc"]
-        choices = tuple(c.strip() for c in m["choices"].split(",")) if m["choices"] else ()
+        choices = [c.strip() for c in m["choices"].split(",")] if m["choices"] else []
         if (m["type"] == "ENUM") != bool(choices):
             raise ValueError(f"{file}: bad @param {raw!r}: ENUM(a,b,...) and only ENUM takes choices")
-        p = Param(m["name"], m["type"], default_text is None, None, doc, choices, low, high)
+        p = Param(m["name"], m["type"], default_text is None, doc, None, choices, low, high)
         if default_text is not None and default_text != "null":
-            p = Param(p.name, p.type, False, p.coerce(default_text.strip("'\"")), doc, choices, low, high)
+            p = Param(p.name, p.type, False, doc, p.coerce(default_text.strip("'\"")), choices, low, high)
         params.append(p)
     if any(p.name == "trace" and p.type != "TRACE" for p in params):
         raise ValueError(f"{file}: @param trace must be declared TRACE")
@@ -232,7 +240,11 @@ def parse_header(text: str, file: str) -> Analysis:
         m = _COLUMN.match(raw)
         if not m:
             raise ValueError(f"{file}: bad @column {raw!r}")
-        columns.append(Column(m["name"], m["doc"]))
+        columns.append(ColumnInfo(m["name"], m["doc"]))
+    empty = " ".join(tags["empty"]) if "empty" in tags else None
+    unknown = {m for m in _PLACEHOLDER.findall(empty or "")} - {p.name for p in params}
+    if unknown:
+        raise ValueError(f"{file}: @empty names no parameter {', '.join(sorted(unknown))}")
     try:
         requires = tuple(Fact(r) for line in tags.get("requires", []) for r in line.split())
     except ValueError as e:
@@ -247,6 +259,7 @@ def parse_header(text: str, file: str) -> Analysis:
         text=text,
         file=file,
         graph="graph" in tags,
+        empty=empty,
     )
 
 

@@ -4,22 +4,48 @@ what an analysis needs becomes :class:`~tracegraph.queries.types.Unavailable`.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 from tracegraph.db.base import SCHEMA_VERSION, Graph
 from tracegraph.errors import BadRequest, DatabaseError, NotFound, QueryError, QueryTimeout
+from tracegraph.facts import Fact
+from tracegraph.output import jsonable, readable_rows
 from tracegraph.queries.catalog import Analysis, get
 from tracegraph.queries.types import AnalysisResult, Unavailable
 
 
+def no_such_trace(trace: str) -> NotFound:
+    return NotFound(f"no trace named {trace!r}", cli_hint="see `tracegraph traces`")
+
+
+def stored_name(trace: str) -> str:
+    """``trace``, a name a stored trace may have: NotFound for one with a
+    NUL character, which is no trace's (and which no statement can carry:
+    FalkorDB's statements end at a NUL). Checked before the database sees it."""
+    if "\0" in trace:
+        raise no_such_trace(trace)
+    return trace
+
+
 def trace_facts(graph: Graph, trace: str) -> dict[str, Any]:
-    """The ready Trace node's properties; NotFound when there is none (a
-    name with a NUL character is no trace's, and no query parameter can carry it)."""
-    props = None if "\0" in trace else graph.trace_facts(trace)
+    """The ready Trace node's properties; NotFound when there is none."""
+    props = graph.trace_facts(stored_name(trace))
     if props is None:
-        raise NotFound(f"no trace named {trace!r}", cli_hint="see `tracegraph traces`")
+        raise no_such_trace(trace)
     return props
+
+
+def lacks(requires: Iterable[Fact], trace: str, facts: dict[str, Any], which: str = "") -> Unavailable | None:
+    """The first of the facts ``requires`` that the trace (its Trace node's
+    ``facts``) lacks, as why what needs it is not available; None when it
+    has them all. The one rule for what an analysis's ``@requires`` means
+    (the catalog's analyses, the timeline's highlights, what-if's DAG)."""
+    for need in requires:
+        if not facts.get(need.flag):
+            reason = f"{which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
+            return Unavailable(need.value, trace, reason)
+    return None
 
 
 def check_layout(trace: str, facts: dict[str, Any]) -> None:
@@ -68,18 +94,18 @@ def unavailable(graph: Graph, analysis: Analysis, params: dict[str, Any]) -> Una
         trace = params[p.name]
         facts = trace_facts(graph, trace)
         check_layout(trace, facts)
-        for need in analysis.requires:
-            if not facts.get(need.flag):
-                which = "" if p.name == "trace" else f"{p.name} trace {trace!r}: "
-                reason = f"{which}{need.missing} ({facts.get('framework')}, {facts.get('sources')})"
-                return Unavailable(need.value, trace, reason)
+        missing = lacks(analysis.requires, trace, facts, "" if p.name == "trace" else f"{p.name} trace {trace!r}: ")
+        if missing is not None:
+            return missing
     return None
 
 
 def run_analysis(
     graph: Graph, name: str, trace: str, raw_params: Mapping[str, Any] | None = None, *, timeout_ms: int | None = None
 ) -> AnalysisResult:
-    """Run catalog analysis ``name`` on ``trace``.
+    """Run catalog analysis ``name`` on ``trace``: its rows with numbers
+    as people read them (:func:`~tracegraph.output.readable_rows`), and
+    when there are none, the analysis's ``@empty`` line why.
 
     An analysis never answers with the engine's own words: the catalog's
     texts are tested on both engines, so a statement the database refuses
@@ -98,5 +124,8 @@ def run_analysis(
     except QueryError:
         given = ", ".join(f"{k}={v!r}" for k, v in params.items() if k != "trace") or "none"
         raise BadRequest(f"analysis {name} could not run on trace {trace!r} with these parameters ({given})") from None
-    note = None if res.rows else "no rows: the trace has nothing that matches"
-    return AnalysisResult(name, trace, res.columns or columns, res.rows, None, note)
+    note = None if res.rows else analysis.no_rows(params)
+    out_columns = res.columns or columns
+    # Plain values, numbers readable (tracegraph/output.py), the same for every front end.
+    rows = cast(list[list[Any]], jsonable(readable_rows(out_columns, res.rows)))
+    return AnalysisResult(name, trace, out_columns, rows, None, note)

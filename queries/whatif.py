@@ -31,8 +31,9 @@ from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
 from tracegraph.facts import Fact
-from tracegraph.queries.run import check_layout, trace_facts
-from tracegraph.queries.types import Unavailable, WhatIfOp, WhatIfResult
+from tracegraph.output import readable
+from tracegraph.queries.run import check_layout, lacks, trace_facts
+from tracegraph.queries.types import WhatIfOp, WhatIfResult
 
 # The DAG's ops are those with a path weight (enrichment's rule: executed,
 # and carrying dependencies where the format says which do).
@@ -97,9 +98,9 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
         raise BadRequest(f"--factor must be a number from 0 to {MAX_FACTOR:g}, got {factor!r}")
     facts = trace_facts(graph, trace)  # NotFound for an unknown trace
     check_layout(trace, facts)
-    if not facts.get(Fact.DEPS.flag):
-        reason = f"{Fact.DEPS.missing} ({facts.get('framework')}, {facts.get('sources')})"
-        return WhatIfResult(trace, specs, factor, unavailable=Unavailable(Fact.DEPS.value, trace, reason))
+    missing = lacks((Fact.DEPS,), trace, facts)
+    if missing is not None:
+        return WhatIfResult(trace, specs, factor, unavailable=missing)
 
     ops = graph.run(_OPS, trace=trace).rows
     edges = graph.run(_EDGES, trace=trace).rows
@@ -121,12 +122,19 @@ def what_if(graph: Graph, trace: str, match: list[str] | str, factor: float) -> 
         match=specs,
         factor=factor,
         matched_ops=int(scaled.sum()),
-        baseline_us=float(base.length),
-        critical_path_us=float(new.length),
-        speedup=float(base.length / new.length) if new.length > 0 else None,
-        saved_us=float(base.length - new.length),
+        baseline_us=readable(float(base.length), time=True),
+        critical_path_us=readable(float(new.length), time=True),
+        speedup=readable(float(base.length / new.length)) if new.length > 0 else None,
+        saved_us=readable(float(base.length - new.length), time=True),
         path=[
-            WhatIfOp(step, names[i], types[i], float(new_weight[i]), float(weight[i]), bool(scaled[i]))
+            WhatIfOp(
+                step,
+                names[i],
+                types[i],
+                readable(float(new_weight[i]), time=True),
+                readable(float(weight[i]), time=True),
+                bool(scaled[i]),
+            )
             for step, i in enumerate(new.path)
         ],
     )

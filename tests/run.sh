@@ -15,6 +15,12 @@
 # tests end. With neither, or when that server does not start, the Neo4j
 # tests are skipped and the summary says why.
 #
+# Neo4j Browser: with Neo4j at hand, the official Browser build in
+# ../shared/neo4j-browser (or $TRACEGRAPH_NEO4J_BROWSER) is served on a free
+# loopback port by its serve.sh for tests/test_neo4j_browser.py (its URL in
+# TRACEGRAPH_TEST_NEO4J_BROWSER), and stopped again (by its pid) at the end.
+# Without it those tests are skipped and say why.
+#
 # The suite runs in two pytest-xdist workers (TRACEGRAPH_TEST_WORKERS, or
 # -n N among the arguments, which are pytest's; -n 0 runs it in this
 # process); tests/conftest.py keeps the tests that reach Neo4j on one of
@@ -52,9 +58,12 @@ if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; the
   echo "tests/run.sh: Neo4j tests against $TRACEGRAPH_TEST_NEO4J ($NEO4J_HOME_DIR)"
 fi
 stop_neo4j() { if [ -n "$started" ]; then "$NEO4J_HOME_DIR/stop.sh" >/dev/null || true; fi; }
+BROWSER_BUILD=${TRACEGRAPH_NEO4J_BROWSER:-$(cd .. && pwd)/shared/neo4j-browser}
+browser_pid=""
+stop_browser() { if [ -n "$browser_pid" ]; then kill "$browser_pid" 2>/dev/null || true; fi; }
 # On the way out (a failure too): let what runs in the background finish
 # first, so that nothing is left behind.
-trap 'wait; stop_neo4j; rm -rf "$logs"' EXIT
+trap 'wait; stop_browser; stop_neo4j; rm -rf "$logs"' EXIT
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
@@ -86,6 +95,17 @@ if [ -n "$neo4j_pid" ] && ! wait "$neo4j_pid"; then
   echo "tests/run.sh: WARNING: Neo4j at $NEO4J_HOME_DIR did not start (above): its tests are SKIPPED" >&2
   unset TRACEGRAPH_TEST_NEO4J
   started=""
+fi
+
+if [ -n "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -z "${TRACEGRAPH_TEST_NEO4J_BROWSER:-}" ]; then
+  if [ -f "$BROWSER_BUILD/serve.sh" ]; then
+    browser_port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    browser_pid=$(bash "$BROWSER_BUILD/serve.sh" "$browser_port" | tail -n 1)
+    export TRACEGRAPH_TEST_NEO4J_BROWSER="http://localhost:$browser_port"
+    echo "tests/run.sh: Neo4j Browser ($BROWSER_BUILD) at $TRACEGRAPH_TEST_NEO4J_BROWSER"
+  else
+    echo "tests/run.sh: WARNING: no Neo4j Browser build at $BROWSER_BUILD (TRACEGRAPH_NEO4J_BROWSER): its tests are SKIPPED" >&2
+  fi
 fi
 
 # numba compiles ingest's kernels on first use and caches them on disk:

@@ -8,6 +8,7 @@ traces they add.
 from __future__ import annotations
 
 import csv
+import html
 import importlib.util
 import io
 import re
@@ -263,7 +264,7 @@ def test_graph_analysis_headers():
 
 def test_critical_path_graph(client, alexnet):
     facts = client.get(f"/traces/{alexnet}").json()
-    body = client.get(f"/traces/{alexnet}/queries/critical-path-graph").json()
+    body = client.get(f"/traces/{alexnet}/queries/critical-path-graph", params={"max_ops": 1000}).json()
     assert body["columns"] == ["ops", "window_us", "critical_path_us", "path"]
     ((ops, window, length, path),) = body["rows"]
     assert path["kind"] == "path"
@@ -285,6 +286,10 @@ def test_critical_path_graph(client, alexnet):
     assert ops == 5 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[10:15]
     weights = [r[table["columns"].index("dur_us")] for r in table["rows"]]
     assert window == pytest.approx(sum(weights[10:15]))
+    # The default window, the one a drawing shows: the path's first 8 ops.
+    ((ops, window, _, path),) = client.get(f"/traces/{alexnet}/queries/critical-path-graph").json()["rows"]
+    assert ops == 8 and [n["properties"]["name"] for n in reversed(path["nodes"])] == names[:8]
+    assert window == pytest.approx(sum(weights[:8]))
     # Cut at the path's end; nothing past it.
     ((ops, *_),) = client.get(
         f"/traces/{alexnet}/queries/critical-path-graph", params={"first_step": facts["critical_path_ops"] - 2}
@@ -314,7 +319,8 @@ def test_op_neighborhood_graph(client, session_graph, alexnet):
     }
     one = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 1}).json()
     assert {r[1] for r in one["rows"]} == direct
-    two = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op}).json()
+    assert client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op}).json() == one  # hops 1
+    two = client.get(f"/traces/{alexnet}/queries/op-neighborhood-graph", params={"op": op, "hops": 2}).json()
     lengths = [r[0] for r in two["rows"]]
     assert set(lengths) == {1, 2} and lengths == sorted(lengths)
     for hops, neighbor, path in two["rows"]:
@@ -330,7 +336,7 @@ def test_op_neighborhood_graph(client, session_graph, alexnet):
 
 
 def test_peak_tensors_graph(client, alexnet):
-    body = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph").json()
+    body = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph", params={"n": 1000}).json()
     peak = client.get(f"/traces/{alexnet}/queries/peak-memory").json()
     cols = peak["columns"]
     live = sorted(
@@ -339,20 +345,23 @@ def test_peak_tensors_graph(client, alexnet):
         if r[cols.index("tensor")] is not None
     )
     got = []
-    for allocator, nbytes, path, node in body["rows"]:
+    assert body["columns"] == ["allocator", "bytes", "path"]
+    for allocator, nbytes, path in body["rows"]:
         labels = [n["labels"][0] for n in path["nodes"]]
-        assert labels == ["Op", "Tensor", "Allocation"]
-        assert [r["type"] for r in path["relationships"]] == ["PRODUCES", "BACKED_BY"]
-        assert node["labels"] == ["Allocator"] and node["properties"]["name"] == allocator
+        assert labels == ["Op", "Tensor", "Allocation", "Allocator"]
+        assert [r["type"] for r in path["relationships"]] == ["PRODUCES", "BACKED_BY", "IN_ALLOCATOR"]
+        assert path["nodes"][3]["properties"]["name"] == allocator
         assert path["nodes"][2]["properties"]["bytes"] == nbytes
         got.append((allocator, nbytes, path["nodes"][1]["properties"]["name"]))
     assert live and sorted(got) == live
     # n keeps each allocator's largest, larger bytes first, ties by tensor name.
-    assert len(live) > 3
-    top = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph", params={"n": 3}).json()["rows"]
+    assert len(live) > 5
     ranked = sorted(live, key=lambda r: (r[0], -r[1], r[2]))
-    expected = [r for r in ranked if sum(1 for q in ranked[: ranked.index(r)] if q[0] == r[0]) < 3]
-    assert [(a, b, p["nodes"][1]["properties"]["name"]) for a, b, p, _ in top] == expected
+    for params in ({"n": 3}, {}):  # the default keeps 5
+        top = client.get(f"/traces/{alexnet}/queries/peak-tensors-graph", params=params).json()["rows"]
+        n = params.get("n", 5)
+        expected = [r for r in ranked if sum(1 for q in ranked[: ranked.index(r)] if q[0] == r[0]) < n]
+        assert [(a, b, p["nodes"][1]["properties"]["name"]) for a, b, p in top] == expected
 
 
 # ---------------------------------------------------------------- ad-hoc Cypher
@@ -647,7 +656,7 @@ def test_api_key(session_graph, alexnet):
         assert c.post("/cypher", json={"query": "RETURN 1 AS one"}, headers=ok).json()["rows"] == [[1]]
         # Pages a browser opens take ?key= (Neo4j Browser cannot send headers) ...
         r = c.get("/browser/guide.html?key=s3cret")
-        assert r.status_code == 200 and "tracegraph.grass?key=s3cret" in r.text
+        assert r.status_code == 200 and "tracegraph.grass?key=s3cret" in html.unescape(r.text)
         assert c.get("/openapi.json?key=s3cret").status_code == 200
         # ... the API routes do not.
         assert c.get("/traces?key=s3cret").status_code == 401
@@ -655,57 +664,8 @@ def test_api_key(session_graph, alexnet):
         assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
-# ---------------------------------------------------------------- Neo4j Browser kit and docs
-
-
-def test_browser_guide(client):
-    r = client.get("/browser/guide.html")
-    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
-    assert r.headers["access-control-allow-origin"] == "*"
-    html = r.text
-    assert html.startswith('<article class="guide">') and "<carousel" in html
-    assert "script" not in html.lower()
-    runnable = re.findall(r'<pre mode="cypher" class="pre-scrollable code runnable">(.*?)</pre>', html, re.S)
-    from html import unescape
-
-    blocks = [unescape(b) for b in runnable]
-    assert ":param trace => 'alexnet'" in blocks
-    assert ":style http://testserver/browser/tracegraph.grass" in blocks
-    slides = {re.search(r"<h3>(.*?)</h3>", s).group(1): s for s in html.split("<slide")[1:]}
-    assert set(catalog()) <= set(slides)
-    for a in catalog().values():  # every analysis: its :param block and its query, from the catalog
-        mine = [
-            unescape(b) for b in re.findall(r'class="pre-scrollable code runnable">(.*?)</pre>', slides[a.name], re.S)
-        ]
-        assert a.statement in mine
-        # One Browser command sets every parameter (the header's values, the trace asked for).
-        setup = next(b for b in mine if b.startswith(":params {trace: 'alexnet'"))
-        assert "\n" not in setup
-        for p in a.params:
-            assert f" {p.name}: " in setup or setup.startswith(f":params {{{p.name}: "), (a.name, p.name)
-    assert ":params {trace: 'alexnet', op: 'conv3/Conv2D', hops: 2}" in blocks
-    other = client.get("/browser/guide.html?trace=resnet").text
-    assert ":param trace => 'resnet'" in unescape(other)
-
-
-def test_grass_style_sheet(client):
-    r = client.get("/browser/tracegraph.grass")
-    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
-    text = r.text
-    assert text == (ROOT / "cypher" / "tracegraph.grass").read_text()
-    # Neo4j Browser's GraSS parser: no comments, `selector { key: value; }`, captions quoted.
-    rules = dict(re.findall(r"^([\w.]+) \{\n(.*?)\n\}", text, re.S | re.M))
-    assert "/*" not in text and "//" not in text
-    from tracegraph.db.base import LABELS
-
-    for label in LABELS:
-        props = dict(line.strip().rstrip(";").split(": ", 1) for line in rules[f"node.{label}"].splitlines())
-        assert re.fullmatch(r"#[0-9A-F]{6}", props["color"]) and props["caption"].startswith("'")
-        assert props["diameter"].endswith("px")
-    for rel in ("DATA", "CONTROL", "CRITICAL_PRED", "PRODUCES", "BACKED_BY"):
-        assert f"relationship.{rel}" in rules
-    widths = {k: int(re.search(r"shaft-width: (\d+)px", v).group(1)) for k, v in rules.items() if "shaft-width" in v}
-    assert widths["relationship.CRITICAL_PRED"] == max(widths.values())
+# ---------------------------------------------------------------- docs
+# (the Neo4j Browser kit: tests/test_neo4j_browser.py)
 
 
 def test_openapi_and_docs(client):

@@ -92,13 +92,22 @@ def test_library_user_that_never_closes_leaves_no_server(tmp_path):
         pytest.fail(f"the server (pid {pid}) outlived the program that started it")
 
 
+@pytest.fixture(scope="module")
+def seeded_home(tmp_path_factory):
+    """A database holding the seed trace as ``keep`` (shared: the tests
+    that use it must leave it as it was, which is what they check)."""
+    home = tmp_path_factory.mktemp("seeded") / "home"
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "keep", home=home, check=True)
+    return home
+
+
 @pytest.mark.parametrize(
     "content", [b"", b"\x00\xff\x13garbage\x00" * 50, b'dev_stats {\n  device: "/device:GPU:0"\n  node_stats {']
 )
-def test_bad_input_is_one_line_exit_1_and_changes_nothing(tmp_path, content):
-    home = tmp_path / "home"
-    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "keep", home=home, check=True)
+def test_bad_input_is_one_line_exit_1_and_changes_nothing(tmp_path, seeded_home, content):
+    home = seeded_home
     before = run_cli("traces", "--format", "json", home=home, check=True).stdout
+    assert '"trace": "keep"' in before
     bad = tmp_path / "bad.pbtxt"
     bad.write_bytes(content)
     proc = run_cli("ingest", str(bad), "--trace", "bad", home=home)
@@ -379,6 +388,6 @@ def test_demo_ingests_every_sample_and_prints_the_headlines(tmp_path):
     ],
 )
 def test_a_trace_is_named_after_its_file_without_the_formats_suffixes(file, name):
-    from tracegraph.cli import default_trace_name
+    from tracegraph.ingest.pipeline import default_trace_name
 
     assert default_trace_name(Path("/data") / file) == name

@@ -122,5 +122,5 @@ def test_a_trace_without_communication_says_so(graph):
     )
     res = run_analysis(graph, "comm-compute-overlap", "no-comm")
     assert res.rows == [] and res.note.startswith(
-        "not available: the trace has no communication (NCCL kernels or collective ops)"
+        "not available: the trace has no communication (kernels of a communication library: NCCL, RCCL, DeepEP"
     )

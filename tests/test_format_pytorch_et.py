@@ -18,6 +18,7 @@ from conftest import everything, run_cli
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.kineto import et as et_format
+from tracegraph.ingest.formats.kineto.op_schema import schema_marks
 from tracegraph.ingest.pipeline import detect, ingest, parse_files
 from tracegraph.queries.run import run_analysis
 from tracegraph.queries.traces import describe_trace
@@ -233,20 +234,16 @@ def test_bad_execution_traces_are_one_line(tmp_path):
 
 def test_schema_marks():
     # An alias set holding an arrow (aten::split's returns) does not split the schema there.
-    assert et_format.schema_marks(
-        "aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"
-    ) == (
+    assert schema_marks("aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]") == (
         [False, False, False],
         [False],
     )
-    assert et_format.schema_marks(
-        "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"
-    ) == (
+    assert schema_marks("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") == (
         [True, False, False],
         [True],
     )
-    assert et_format.schema_marks("aten::t(Tensor(a) self) -> Tensor(a)") == ([False], [False])
-    assert et_format.schema_marks(
+    assert schema_marks("aten::t(Tensor(a) self) -> Tensor(a)") == ([False], [False])
+    assert schema_marks(
         "aten::sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"
     ) == (
         [False, False, False, False, True],

@@ -247,10 +247,47 @@ def test_a_module_in_the_working_directory_does_not_replace_the_workers_own(help
     ]
 
 
+def _parent_script(pids: Path, tmp_path: Path, names: list[str]) -> str:
+    """A parent process that reads ``names`` with two sleepy workers (each
+    writes its pid into ``pids`` and sleeps for good).
+
+    Its SIGINT is Python's default (KeyboardInterrupt), as in a program run
+    from a terminal, whatever the test runner's is: a process started with
+    SIGINT ignored (a background job of a shell without job control, as CI
+    runners start commands) keeps ignoring it, and Python then installs no
+    handler at all. That, not the parent, is why this test once saw its
+    parent still running 120 s after the SIGINT."""
+    return (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from pathlib import Path; import parallel_helpers as h; "
+        "from tracegraph.ingest import parallel; "
+        f"parallel.map_files(h.sleepy, [(n, {str(pids)!r}) for n in {names!r}], "
+        f"[Path({str(tmp_path)!r}) / n for n in {names!r}], workers=2)"
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie nobody reaped yet has ended)."""
+    return process_state(pid) not in (None, "Z")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid``'s main thread started (Linux: /proc)."""
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _wait_until(done, deadline: float) -> None:
+    import time
+
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGKILL"])
 def test_workers_do_not_outlive_their_parent(helpers, tmp_path, signal_name):
-    """The parent interrupted (Ctrl-C to it alone) or killed: its workers
-    end then, not after the files they were reading (here: never)."""
+    """The parent interrupted (Ctrl-C to it alone) or killed while it waits
+    for its workers' answers: its workers end then, not after the files
+    they were reading (here: never)."""
     import signal
     import subprocess
     import sys
@@ -260,28 +297,87 @@ def test_workers_do_not_outlive_their_parent(helpers, tmp_path, signal_name):
     pids.mkdir()
     names = ["a", "b"]
     _files(tmp_path, names)
-    script = (
-        "import sys; from pathlib import Path; import parallel_helpers as h; "
-        "from tracegraph.ingest import parallel; "
-        f"parallel.map_files(h.sleepy, [(n, {str(pids)!r}) for n in {names!r}], "
-        f"[Path({str(tmp_path)!r}) / n for n in {names!r}], workers=2)"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    parent = subprocess.Popen([sys.executable, "-c", _parent_script(pids, tmp_path, names)], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
-        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_until(lambda: len(list(pids.iterdir())) == 2, deadline)
         workers = [int(p.read_text()) for p in pids.iterdir()]
         assert len(workers) == 2
         parent.send_signal(getattr(signal, signal_name))
         parent.wait(timeout=120)
-
-        def alive(pid: int) -> bool:  # (a zombie nobody reaped yet has ended)
-            return process_state(pid) not in (None, "Z")
-
-        while any(map(alive, workers)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(map(alive, workers))
+        _wait_until(lambda: not any(map(_alive, workers)), deadline)
+        assert not any(map(_alive, workers))
+        if signal_name == "SIGINT":
+            assert b"KeyboardInterrupt" in parent.stderr.read()
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_ctrl_c_while_the_workers_start(helpers, tmp_path):
+    """Ctrl-C between starting one worker and the next (the parent stops
+    itself there: TRACEGRAPH_PAUSE_AT): the parent ends at once, and the
+    worker it had started with it, before that worker was given a file."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    names = ["a", "b"]
+    _files(tmp_path, names)
+    env = dict(os.environ, TRACEGRAPH_PAUSE_AT="worker-started")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _parent_script(pids, tmp_path, names)], stderr=subprocess.PIPE, env=env
+    )
+    try:
+        deadline = time.monotonic() + 120
+        _wait_until(lambda: process_state(parent.pid) == "T", deadline)
+        assert process_state(parent.pid) == "T"
+        (worker,) = _children(parent.pid)
+        parent.send_signal(signal.SIGINT)
+        parent.send_signal(signal.SIGCONT)
+        parent.wait(timeout=120)
+        assert b"KeyboardInterrupt" in parent.stderr.read()
+        _wait_until(lambda: not _alive(worker), deadline)
+        assert not _alive(worker)
+        assert list(pids.iterdir()) == []  # no file was read
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_ctrl_c_stops_an_ingest_and_leaves_nothing_behind(tmp_path):
+    """``tracegraph ingest`` of a run's rank files, Ctrl-C while its
+    workers start: it says so and exits 130 at once, its worker is gone,
+    and no trace was stored (the database is not even opened before the
+    files are read)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import cli_env
+
+    home = tmp_path / "home"
+    env = cli_env(home, env={"TRACEGRAPH_PAUSE_AT": "worker-started", "TRACEGRAPH_PARSE_WORKERS": "2"})
+    script = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    script += "from tracegraph.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["ingest", *map(str, DLRM[:4]), "--trace", "dlrm"]
+    cli = subprocess.Popen([sys.executable, "-c", script, *args], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        _wait_until(lambda: process_state(cli.pid) == "T", deadline)
+        (worker,) = _children(cli.pid)
+        cli.send_signal(signal.SIGINT)
+        cli.send_signal(signal.SIGCONT)
+        assert cli.wait(timeout=120) == 130
+        assert cli.stderr.read() == "tracegraph: interrupted\n"
+        _wait_until(lambda: not _alive(worker), deadline)
+        assert not _alive(worker)
+        assert not (home / "falkordb").exists()  # nothing was stored: the database was never started
+    finally:
+        cli.kill()
+        cli.wait()

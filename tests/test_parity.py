@@ -27,8 +27,8 @@ from conftest import (
     SEED_STEPSTATS,
 )
 
-from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.catalog import catalog
+from tracegraph.queries.ingest import prepare, store
 from tracegraph.queries.run import run_analysis
 from tracegraph.queries.types import as_json
 from tracegraph.queries.whatif import what_if
@@ -69,9 +69,10 @@ def engines(tmp_path_factory, tg_home):
     gen = generate.write(generate.generate(2000, seed=7), tmp_path_factory.mktemp("gen"))
     traces = dict(TRACES, **{"par-generated": [gen["binary"]]})
     graphs = {"falkordb": open_graph("embedded"), "neo4j": open_graph(NEO4J_URI)}
-    for g in graphs.values():
-        for name, paths in traces.items():
-            ingest(g, paths, name, replace=True)
+    for name, paths in traces.items():
+        prepared = prepare(paths, name)  # read once, the same tables stored on both
+        for g in graphs.values():
+            store(g, prepared, replace=True)
     yield graphs, sorted(traces)
     for g in graphs.values():
         for name in traces:

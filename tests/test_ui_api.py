@@ -1,6 +1,6 @@
 """The web UI's server side on a real database (each engine): the memory-at
 analysis, the timeline's lanes (and their kinds) and windows
-(api/timeline.py, api/ui.py), the highlight sources a trace can answer and
+(queries/lanes.py, queries/timeline.py, api/ui.py), the highlight sources a trace can answer and
 the one it opens with, the op card, the page and its bundle, and the API
 key on the /ui routes.
 
@@ -17,12 +17,14 @@ import pytest
 from analysis_traces import small_gpu, store
 from conftest import SEED_STEPSTATS
 from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
 
-from tracegraph.api import timeline as tlmod
 from tracegraph.api.app import create_app
 from tracegraph.api.settings import Settings
-from tracegraph.api.ui import TimelineOut, WindowOut
+from tracegraph.queries import lanes as tlmod
+from tracegraph.queries import timeline as tlread
 from tracegraph.queries.run import run_analysis
+from tracegraph.queries.types import TimelineInfo, Window
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTORCH_SAMPLE = ROOT / "examples" / "traces" / "pytorch-cnn-cpu.pt.trace.json.gz"
@@ -129,7 +131,7 @@ def lane_bars(tl, name):
 
 @pytest.fixture
 def small_tl(gpu, graph):
-    return tlmod.build(gpu, "k", *tlmod.read_rows(graph, gpu))
+    return tlmod.build(gpu, "k", *tlread.read_rows(graph, gpu))
 
 
 def test_lanes_small(small_tl):
@@ -182,11 +184,11 @@ def test_bulk_read_equals_the_row_query(alexnet, graph, gpu):
     from tracegraph.db.base import rows_query
 
     for trace in (alexnet, gpu):
-        a = tlmod.read_rows(graph, trace)
+        a = tlread.read_rows(graph, trace)
         for got, label, cols, where in (
-            (a.ops, "Op", tlmod.OP_COLUMNS, tlmod.TIMED),
-            (a.kernels, "Kernel", tlmod.KERNEL_COLUMNS, tlmod.TIMED),
-            (a.streams, "Stream", tlmod.STREAM_COLUMNS, ""),
+            (a.ops, "Op", tlread.OP_COLUMNS, tlread.TIMED),
+            (a.kernels, "Kernel", tlread.KERNEL_COLUMNS, tlread.TIMED),
+            (a.streams, "Stream", tlread.STREAM_COLUMNS, ""),
         ):
             assert got
             rows = graph.run(rows_query(label, cols, where), trace=trace).rows
@@ -207,29 +209,29 @@ def test_window_merges_below_a_pixel(small_tl):
     # [0, 80) over 8 px: 10 us a pixel. a1 [0,10) and b1 [10,30) and d1 [40,55) are a pixel or wider;
     # d2 [45,50) is narrow, and i1 [60,62) (narrow, 5 us after the running end 55) merges with it.
     w = tlmod.window(tl, 0, 80, 8, [s1], mask)
-    (lane,) = w["lanes"]
-    assert list(zip(lane["s"], lane["e"], lane["n"])) == [(0, 10, 1), (10, 30, 1), (40, 55, 1), (45, 62, 2)]
-    assert lane["h"] == [1, 1, 1, 1]  # a1, b1, d1, d2 are kernels of A, B, D; the merged bar holds d2
-    assert lane["i"][3] == -1 and [lane["names"][str(i)][2] for i in lane["i"][:3]] == [
+    (lane,) = w.lanes
+    assert list(zip(lane.s, lane.e, lane.n)) == [(0, 10, 1), (10, 30, 1), (40, 55, 1), (45, 62, 2)]
+    assert lane.h == [1, 1, 1, 1]  # a1, b1, d1, d2 are kernels of A, B, D; the merged bar holds d2
+    assert lane.i[3] == -1 and [lane.names[str(i)][2] for i in lane.i[:3]] == [
         "net/conv1/Conv2D",
         "net/conv2/Conv2D",
         "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput",
     ]
-    assert w["res"] == 10 and w["bars"] == 4 and not w["truncated"]
+    assert w.res == 10 and w.bars == 4 and not w.truncated
     # Zoomed to [40, 50) over 10 px: d1 and d2 only (a1, b1 end before 40; i1 starts after 50).
-    (lane,) = tlmod.window(tl, 40, 50, 10, [s1])["lanes"]
-    assert list(zip(lane["s"], lane["e"], lane["n"], lane["h"])) == [(40, 55, 1, 0), (45, 50, 1, 0)]
+    (lane,) = tlmod.window(tl, 40, 50, 10, [s1]).lanes
+    assert list(zip(lane.s, lane.e, lane.n, lane.h)) == [(40, 55, 1, 0), (45, 50, 1, 0)]
     # A cap below the total leaves later lanes empty and says so.
     w = tlmod.window(tl, 0, 80, 800, None, None, max_bars=6)
-    assert w["truncated"] and sum(len(x["s"]) for x in w["lanes"]) <= 6
+    assert w.truncated and sum(len(x.s) for x in w.lanes) <= 6
 
 
 def test_window_keeps_every_bar_once_at_fine_resolution_on_seed(alexnet, graph):
-    ops, kernels, streams = tlmod.read_rows(graph, alexnet)
+    ops, kernels, streams = tlread.read_rows(graph, alexnet)
     tl = tlmod.build(alexnet, "k", ops, kernels, streams)
     w = tlmod.window(tl, tl.t_min, tl.t_max + 1, 8192)
     # The merged counts add up to every op and kernel with times.
-    assert sum(sum(x["n"]) for x in w["lanes"]) == len(ops) + len(kernels)
+    assert sum(sum(x.n) for x in w.lanes) == len(ops) + len(kernels)
     # Ops never overlap inside an op lane.
     for lane in tl.lanes:
         if lane.kind == "ops":
@@ -279,7 +281,7 @@ def test_lane_kinds_on_a_kineto_trace(client, kineto, graph):
     # copy, stream 9 only the NCCL all-reduce kernel. Kineto stores every stream as kind compute, and no
     # lane's name says copy: only the kernels tell.
     info = client.get(f"/ui/traces/{kineto}/timeline").json()
-    TimelineOut.model_validate(info)  # the documented response model holds what the route sends
+    TypeAdapter(TimelineInfo).validate_python(info)  # the documented response model holds what the route sends
     streams = {lane["name"]: (lane["kind"], lane["kernel_kinds"]) for lane in info["lanes"] if lane["kind"] != "ops"}
     assert streams == {
         "cuda:0 stream:7": ("compute", {"compute": 2, "memset": 1}),
@@ -334,8 +336,12 @@ def test_default_highlight_is_the_best_path_the_trace_has(client, alexnet, pytor
         defaults[trace] = info["highlight_default"]
     assert defaults == {alexnet: "critical-path", pytorch: "observed-critical-path"}
     info = client.get(f"/ui/traces/{pytorch}/timeline").json()
+    # A source is available exactly when its analysis is: the same reason, from the analysis's @requires.
+    why = run_analysis(graph, "critical-path", pytorch).unavailable
+    assert why is not None and why.reason.startswith("the trace has no dependencies between ops (pytorch, ")
+    assert run_analysis(graph, "observed-critical-path", pytorch).unavailable is None
     assert [(h["name"], h["available"], h["note"]) for h in info["highlights"]] == [
-        ("critical-path", False, "the trace has no dependencies between ops"),
+        ("critical-path", False, why.reason),
         ("observed-critical-path", True, None),
     ]
     # Asking for the dependency critical path anyway: nothing marked, and the window says why.
@@ -343,8 +349,8 @@ def test_default_highlight_is_the_best_path_the_trace_has(client, alexnet, pytor
         f"/ui/traces/{pytorch}/timeline/window",
         params={"t0": info["t_min"], "t1": info["t_max"], "px": 1000, "highlight": "critical-path"},
     ).json()
-    WindowOut.model_validate(w)
-    assert w["highlight_ops"] == 0 and w["highlight_note"] == "not available: the trace has no dependencies between ops"
+    TypeAdapter(Window).validate_python(w)
+    assert w["highlight_ops"] == 0 and w["highlight_note"] == why.note
     assert w["bars"] > 0 and not any(h for lane in w["lanes"] for h in lane["h"])
 
 

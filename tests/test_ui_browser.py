@@ -408,7 +408,9 @@ def test_pytorch_timeline_opens_on_the_observed_path(ui, uploaded, pytorch_uploa
     # The dependency critical path is still offered, marked as not available, with the reason.
     option = page.locator("#highlight-source option[value='critical-path']")
     assert option.text_content().endswith("not available")
-    assert option.get_attribute("title") == "the trace has no dependencies between ops"
+    why = http.get(f"/traces/{PYTORCH}/queries/critical-path").json()["unavailable"]["reason"]
+    assert why.startswith("the trace has no dependencies between ops")
+    assert option.get_attribute("title") == why  # the analysis's own reason, from its @requires
 
 
 def test_traces_table_shows_the_observed_path(ui, uploaded, pytorch_uploaded, http):

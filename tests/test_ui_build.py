@@ -60,7 +60,7 @@ def test_wheel_ships_the_bundle(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
     assert {f"tracegraph/api/static/{name}" for name in BUILT} <= names
-    assert {"tracegraph/api/ui.py", "tracegraph/api/timeline.py", "tracegraph/cypher/memory-at.cypher"} <= names
+    assert {"tracegraph/api/ui.py", "tracegraph/queries/timeline.py", "tracegraph/cypher/memory-at.cypher"} <= names
 
 
 def _node_modules_is_the_lock() -> bool:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported where used: a command loads only what it needs
     from rich.progress import TaskID
 
     from tracegraph.db.base import Graph
-    from tracegraph.ingest.pipeline import PhaseProgress
+    from tracegraph.queries.ingest import PhaseProgress
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,26 +112,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-# What a trace file's name ends with, besides the trace's own name.
-TRACE_FILE_SUFFIXES = (".gz", ".json", ".pbtxt", ".pb", ".txt", ".trace", ".pt", ".xplane")
-
-
-def default_trace_name(path: Path) -> str:
-    """The trace's name when ``--trace`` is not given: the first file's (or
-    folder's) name without its format's suffixes (``run.pt.trace.json.gz``:
-    ``run``)."""
-    name = path.name
-    while True:
-        for suffix in TRACE_FILE_SUFFIXES:
-            if name.lower().endswith(suffix) and len(name) > len(suffix):
-                name = name[: -len(suffix)]
-                break
-        else:
-            return name
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tracegraph.ingest.pipeline import prepare, store
+    from tracegraph.queries.ingest import default_trace_name, prepare, store
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or default_trace_name(paths[0])
@@ -139,28 +121,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         # Bad input is refused before the database is opened (or started).
         prepared = prepare(paths, name, fmt=args.format, progress=progress)
         with _graph(args) as graph:
-            report = store(graph, prepared, replace=args.replace, progress=progress)
-    counts = report.counts
-    nodes = sum(counts["nodes"].values()) + 1
-    rels = sum(counts["relationships"].values())
+            result = store(graph, prepared, replace=args.replace, progress=progress)
+    t = result.timings
     print(
-        f"trace {report.trace}: {nodes:,} nodes, {rels:,} relationships in {report.timings['total_s']:.2f} s "
-        f"(parse {report.timings['parse_s']:.2f} s, enrich {report.timings['enrich_s']:.2f} s, load {report.timings['load_s']:.2f} s)"
+        f"trace {result.trace}: {sum(result.nodes.values()) + 1:,} nodes, {sum(result.relationships.values()):,} "
+        f"relationships in {t['total_s']:.2f} s "
+        f"(parse {t['parse_s']:.2f} s, enrich {t['enrich_s']:.2f} s, load {t['load_s']:.2f} s)"
     )
-    for kind in ("nodes", "relationships"):
-        parts = ", ".join(f"{k} {v:,}" for k, v in counts[kind].items() if v)
-        print(f"  {kind}: {parts}")
-    from tracegraph.queries.traces import summary
-
-    print("  " + summary({**report.trace_props, "trace": report.trace}).path_summary())
-    missing = report.trace_props.get("meta_ranks_missing")
-    if missing:
-        ranks = json.loads(missing)
-        which = f"rank {ranks[0]} is" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))} are"
-        print(
-            f"  warning: the job's {which} not among the files: its collectives are joined, "
-            "and its stragglers named, among the ranks given"
-        )
+    for kind, counts in (("nodes", result.nodes), ("relationships", result.relationships)):
+        print(f"  {kind}: " + ", ".join(f"{k} {v:,}" for k, v in counts.items() if v))
+    print("  " + result.summary.path_summary())
+    for warning in result.summary.warnings:
+        print(f"  warning: {warning}")
     return 0
 
 
@@ -181,9 +153,11 @@ def cmd_traces(args: argparse.Namespace) -> int:
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
+    from tracegraph.queries.traces import drop_trace
+
     with _graph(args) as graph:
-        n = graph.drop_trace(args.trace)
-    print(f"dropped trace {args.trace} ({n:,} nodes)")
+        dropped = drop_trace(graph, args.trace)
+    print(f"dropped trace {dropped.trace} ({dropped.deleted_nodes:,} nodes)")
     return 0
 
 
@@ -223,20 +197,15 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_cypher(args: argparse.Namespace) -> int:
     from tracegraph.output import render, terminal_width
+    from tracegraph.queries.cypher import param_from_text, run_cypher
 
-    params = {}
-    for k, v in _params(args.param).items():
-        try:
-            params[k] = json.loads(v)
-        except json.JSONDecodeError:
-            params[k] = v
+    params = {k: param_from_text(v) for k, v in _params(args.param).items()}
     with _graph(args) as graph:
-        res = graph.run(args.query, params, trace=args.trace, write=args.write)
+        res = run_cypher(graph, args.query, params, trace=args.trace, write=args.write)
     if res.columns:
         print(render(res.columns, res.rows, args.format, terminal_width()))
     if args.write:
-        changed = {k: int(v) for k, v in res.stats.items() if v}
-        print(", ".join(f"{k} {v}" for k, v in changed.items()) or "no changes", file=sys.stderr)
+        print(", ".join(f"{k} {v}" for k, v in res.changes.items()) or "no changes", file=sys.stderr)
     return 0
 
 
@@ -277,8 +246,8 @@ HEADLINE = [("top-ops", {"n": "5"}), ("critical-path", {}), ("peak-memory", {})]
 def cmd_demo(args: argparse.Namespace) -> int:
     from importlib import resources
 
-    from tracegraph.ingest.pipeline import ingest
     from tracegraph.output import render, terminal_width
+    from tracegraph.queries.ingest import prepare, store
     from tracegraph.queries.run import run_analysis
 
     root = resources.files("tracegraph.examples") / "traces"
@@ -296,12 +265,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for name, files in samples:
             paths = [Path(str(root / f)) for f in files if (root / f).is_file()]
             try:
-                report = ingest(graph, paths, name, replace=True)
+                result = store(graph, prepare(paths, name), replace=True)
             except UserError as e:
                 print(f"== {name}: skipped: {e}")
                 continue
-            nodes = sum(report.counts["nodes"].values()) + 1
-            rels = sum(report.counts["relationships"].values())
+            nodes = sum(result.nodes.values()) + 1
+            rels = sum(result.relationships.values())
             print(
                 f"== ingested {name} from {', '.join(p.name for p in paths)}: {nodes:,} nodes, {rels:,} relationships"
             )
@@ -354,7 +323,7 @@ def _common_options(*, before_command: bool) -> argparse.ArgumentParser:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from tracegraph.ingest import formats
+    from tracegraph.queries.ingest import format_names
 
     top, common = _common_options(before_command=True), _common_options(before_command=False)
     fmt = argparse.ArgumentParser(add_help=False)
@@ -378,7 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("paths", nargs="+", metavar="PATH", help="a trace file, or a directory of them")
     s.add_argument("--trace", help="trace name (default: the first file's name without .json, .gz, .pb, ...)")
-    s.add_argument("--format", default="auto", choices=["auto", *formats.names()])
+    s.add_argument("--format", default="auto", choices=["auto", *format_names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
     s.add_argument("--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)")
     s.set_defaults(func=cmd_ingest)

@@ -40,5 +40,5 @@ _MISSING = {
     Fact.KERNELS: "the trace has no device stream (kernel) records",
     Fact.COPIES: "the trace has no memory copies",
     Fact.COLLECTIVES: "the trace has no collectives joined across ranks (it needs two or more ranks' files)",
-    Fact.COMMUNICATION: "the trace has no communication (NCCL kernels or collective ops)",
+    Fact.COMMUNICATION: "the trace has no communication (kernels of a communication library: NCCL, RCCL, DeepEP, NVSHMEM, ...; or collective ops)",
 }

@@ -1,4 +1,5 @@
-"""Rendering result rows for a terminal or a pipe: table, JSON, CSV."""
+"""Rendering result rows for a terminal or a pipe: table, JSON, CSV; and
+numbers as people read them, whatever the format."""
 
 from __future__ import annotations
 
@@ -10,6 +11,49 @@ import math
 import shutil
 import sys
 from typing import Any
+
+# Times (a column or property named ``*_us``) are kept to 1 ns: the finest
+# time any format records (Kineto's nanoseconds; XPlane's picoseconds are
+# exact to whole nanoseconds only; the other formats are coarser), so 3
+# decimals of a microsecond are a trace's resolution.
+TIME_DECIMALS = 3
+# Other numbers (shares, rates, ratios) keep 12 significant digits: all a
+# measurement holds, and none of the binary noise of sums (0.1 + 0.2).
+SIGNIFICANT_DIGITS = 12
+# Every float is first cut to this many significant digits: the engines
+# compute the same sum to within its last bits (FalkorDB answers 15 digits),
+# and a value halfway between two nanoseconds must round the same on both.
+SETTLE_DIGITS = 13
+
+
+def is_time(name: str) -> bool:
+    """Whether a column or property holds a time (the catalog's names say
+    their unit: ``dur_us``, ``t_us``)."""
+    return name.endswith("_us")
+
+
+def readable(value: Any, time: bool = False) -> Any:
+    """``value`` with every float rounded for reading: a time (``time``) to
+    :data:`TIME_DECIMALS` decimals, any other to :data:`SIGNIFICANT_DIGITS`
+    significant digits, so ``8782.11799999999`` reads ``8782.118`` in a
+    table, CSV, JSON and a DataFrame alike. Lists keep their owner's kind;
+    a dict's entries (a node's properties) take their own key's."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return value
+        settled = float(f"{value:.{SETTLE_DIGITS}g}")
+        return round(settled, TIME_DECIMALS) if time else float(f"{settled:.{SIGNIFICANT_DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: readable(v, isinstance(k, str) and is_time(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v, time) for v in value]
+    return value
+
+
+def readable_rows(columns: list[str], rows: list[list[Any]]) -> list[list[Any]]:
+    """Rows with their numbers :func:`readable`, each column's times by its name."""
+    times = [is_time(c) for c in columns]
+    return [[readable(v, t) for v, t in zip(r, times)] for r in rows]
 
 
 def render(columns: list[str], rows: list[list[Any]], fmt: str, width: int | None = None) -> str:
@@ -81,7 +125,10 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return ""
-        return f"{v:.4g}" if abs(v) < 1 and v != 0 else (f"{v:,.1f}" if not v.is_integer() else f"{int(v):,}")
+        if abs(v) < 1 and v != 0:
+            return f"{v:.4g}"
+        # Up to a nanosecond of a microsecond (TIME_DECIMALS), no trailing zeros.
+        return f"{v:,.{TIME_DECIMALS}f}".rstrip("0").rstrip(".") if not v.is_integer() else f"{int(v):,}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     if isinstance(v, (dict, list)):

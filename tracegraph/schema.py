@@ -228,7 +228,11 @@ TABLES: tuple[Table, ...] = (
             _c("start_us", "float", "start"),
             _c("end_us", "float", "end"),
             _c("dur_us", "float", "duration"),
-            _c("kind", "str", "`compute` / `memcpy` / `memset` / `communication` (NCCL)"),
+            _c(
+                "kind",
+                "str",
+                "`compute` / `memcpy` / `memset` / `communication` (NCCL, RCCL, DeepEP, NVSHMEM, ...: the kit's rule)",
+            ),
             _c("bytes", "int", "bytes copied or set (copies and memsets)"),
             _c("direction", "str", "copy direction (`HtoD`, `DtoH`, `DtoD`, ...)"),
             _c(
@@ -581,7 +585,7 @@ TRACE_PROPERTIES: tuple[Column, ...] = (
         "GPU jobs: the median end_spread_us of its NCCL collectives: how far apart the ranks' clocks can be",
         ENRICH,
     ),
-    _c("has_communication", "bool", "it has communication (NCCL kernels, collective ops): Rank nodes", ENRICH),
+    _c("has_communication", "bool", "it has communication (communication kernels, collective ops): Rank nodes", ENRICH),
     _c(
         "collective_calls_unmatched",
         "int",

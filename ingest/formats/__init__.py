@@ -43,7 +43,6 @@ class Format(Protocol):
     """What every format module exposes (see above)."""
 
     FORMAT: FormatInfo
-    NAME: str
 
     def sniff(self, head: bytes) -> bool: ...
 

@@ -80,7 +80,6 @@ from tracegraph.ingest.source import head_lines
 from tracegraph.ingest.source import lines as source_lines
 
 FORMAT = FormatInfo("chainer-graph", "chainer", Joins.ALONE, "Chainer computational graph dump")
-NAME = FORMAT.name
 
 DEVICE = "dev:chainer"
 ALLOCATOR = "mem:chainer"
@@ -141,7 +140,7 @@ def parse(path: Path) -> TraceFrames:
 def _read_lines(path: Path) -> list[str]:
     """The file's lines, streamed with the line limit and UTF-8 checks of
     :func:`tracegraph.ingest.source.lines`."""
-    lines = [ln.rstrip("\r") for ln in source_lines(path, NAME)]
+    lines = [ln.rstrip("\r") for ln in source_lines(path, FORMAT.name)]
     if not any(ln.strip() for ln in lines):
         raise InputError(path, "empty file")
     return lines

@@ -1,5 +1,6 @@
 """What every format builds on: how a format says what it is, the uid
-kinds, the device rules, op roles, and a builder that owns the rows.
+kinds, the device rules, op roles, which device kernels are communication,
+and a builder that owns the rows.
 
 A format module reads its file(s) and tells a :class:`FramesBuilder` what
 it found (``b.op(...)``, ``b.kernel(...)``, ``b.device(name)``...); the
@@ -12,6 +13,7 @@ The conventions are those of :mod:`tracegraph.ingest.frames`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -116,6 +118,41 @@ class Role(Enum):
     SYNC = "sync"  # a runtime call that blocks until device work ends (stream / device / event synchronize)
 
 
+# --- communication kernels -----------------------------------------------------------------
+
+# A device kernel is communication when its name (as the profiler prints it:
+# demangled, with template and function arguments) names a collective
+# communication library, by the names that library gives its kernels:
+COMMUNICATION_KERNEL = re.compile(
+    # NCCL, and RCCL (AMD's port keeps NCCL's kernel names): ncclKernel_AllReduce_RING_LL_Sum_float,
+    # ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>), ncclSymkDevKernel_..., and any
+    # kernel whose name begins with nccl; RCCL's own rcclGenericKernel<...>
+    r"^nccl|ncclKernel|ncclDevKernel|\brccl"
+    # MSCCL (inside RCCL: mscclKernel_Sum_half_Simple_false) and MSCCL++ (mscclpp:: in the kernel's
+    # own name or in its arguments' types: allreduce_simple<__half>(mscclpp::SmChannelDeviceHandle *, ...))
+    r"|\bmsccl"
+    # DeepEP, the MoE all-to-all library: the open-source deep_ep:: kernels and DeepSeek's own
+    # dpsk::ep:: (not cdpsk::ep::, a CUB scan of the same traces' sampling)
+    r"|\bdeep_ep::|\bdpsk::ep::"
+    # NVSHMEM: nvshmemi_proxy_rma_entrypoint_blocking, nvshmemx_..., nvshmem_...
+    r"|\bnvshmem"
+    # custom all-reduces over peer memory: vLLM's / SGLang's / aiter's cross_device_reduce_1stage
+    # and _2stage, TensorRT-LLM's oneShotAllReduceKernel / twoShotAllReduceKernel
+    r"|cross_device_reduce|tensorrt_llm::\w*AllReduce"
+)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_communication_kernel(name: str) -> bool:
+    """Whether a device kernel named ``name`` is communication
+    (:data:`COMMUNICATION_KERNEL`): the one rule every parser that tells
+    communication kernels from compute kernels applies (kind
+    ``communication``), so that ``comm-compute-overlap``, the rank tables
+    and the observed critical path's labels agree for every library.
+    Kernel names repeat by the thousand: each is matched once."""
+    return COMMUNICATION_KERNEL.search(name) is not None
+
+
 # --- the builder ------------------------------------------------------------------------------
 
 
@@ -210,38 +247,9 @@ class FramesBuilder:
     def frames(self) -> TraceFrames:
         """The rows as frames, not yet checked (a format may still adjust
         columns, e.g. times it keeps as integers, before :meth:`check`)."""
-        from tracegraph.ingest.frames import (
-            ALLOCATION_COLUMNS,
-            ALLOCATOR_COLUMNS,
-            CONSUME_COLUMNS,
-            DEP_COLUMNS,
-            DEVICE_COLUMNS,
-            KERNEL_COLUMNS,
-            OP_COLUMNS,
-            STREAM_COLUMNS,
-            SYNC_COLUMNS,
-            TENSOR_COLUMNS,
-            TraceFrames,
-            frame,
-        )
-
-        tf = TraceFrames(
-            framework=self.framework,
-            sources=list(self.sources),
-            time_unit=self.time_unit,
-            ops=frame(self.ops, OP_COLUMNS),
-            kernels=frame(self.kernels, KERNEL_COLUMNS),
-            tensors=frame(list(self.tensors.values()), TENSOR_COLUMNS),
-            consumes=frame(self.consumes, CONSUME_COLUMNS),
-            deps=frame(list(self.deps.values()), DEP_COLUMNS),
-            allocations=frame(self.allocations, ALLOCATION_COLUMNS),
-            devices=frame(list(self.devices.values()), DEVICE_COLUMNS),
-            streams=frame(list(self.streams.values()), STREAM_COLUMNS),
-            allocators=frame(list(self.allocators.values()), ALLOCATOR_COLUMNS),
-            syncs=frame(self.syncs, SYNC_COLUMNS),
-            meta=dict(self.meta),
-        )
-        float_times(tf)
+        held = {name: getattr(self, name) for name in FRAMES}  # lists, or dicts of the rows kept once per key
+        rows = {name: list(r.values()) if isinstance(r, dict) else r for name, r in held.items()}
+        tf = frames_of(self.framework, self.sources, self.time_unit, self.meta, rows)
         _scopes(tf)
         if self.rank is not None:
             tf.ops["rank"] = self.rank
@@ -253,6 +261,28 @@ class FramesBuilder:
         tf = self.frames()
         tf.check()
         return tf
+
+
+# The frames of a trace, each named as its table in :mod:`tracegraph.schema`
+# (the builder holds each one's rows under the same name).
+FRAMES = ("ops", "kernels", "tensors", "consumes", "deps", "allocations", "devices", "streams", "allocators", "syncs")
+
+
+def frames_of(
+    framework: str, sources: list[str], time_unit: str, meta: dict[str, Any], rows: dict[str, list[Row]]
+) -> TraceFrames:
+    """Rows, by frame name (``{"ops": [...]}``; a frame not given is empty),
+    as frames not yet checked, with float time columns."""
+    from tracegraph import schema
+    from tracegraph.ingest.frames import TraceFrames, frame
+
+    unknown = set(rows) - set(FRAMES)
+    if unknown:
+        raise ValueError(f"no frame named {sorted(unknown)}")
+    tf = TraceFrames(framework=framework, sources=list(sources), time_unit=time_unit, meta=dict(meta))
+    for name in FRAMES:
+        setattr(tf, name, frame(rows.get(name, []), schema.TABLE[name].names(schema.PARSER)))
+    return float_times(tf)
 
 
 def float_times(tf: TraceFrames) -> TraceFrames:

@@ -73,7 +73,6 @@ from tracegraph.ingest.frames import (
 from tracegraph.ingest.source import read_text
 
 FORMAT = FormatInfo("megengine-profile", "megengine", Joins.ALONE, "MegEngine profiler JSON")
-NAME = FORMAT.name
 
 _SNIFF = re.compile(rb'"(graph_exec|opr_footprint|opr_internal_pf|comp_seq|mem_chunk)"\s*:')
 _MAPPED_OP_FIELDS = ("id", "name", "type", "input", "output", "node_type")
@@ -125,7 +124,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    text = read_text(path, NAME)
+    text = read_text(path, FORMAT.name)
     if not text.strip():
         raise InputError(path, "empty file")
     try:

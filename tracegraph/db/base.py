@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import signal
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -80,30 +81,6 @@ class Result:
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, r)) for r in self.rows]
-
-
-def node_value(element_id: Any, labels: list[str], properties: dict[str, Any]) -> dict[str, Any]:
-    """A node as JSON: ``{"kind": "node", "id", "labels", "properties"}``."""
-    return {"kind": "node", "id": str(element_id), "labels": list(labels), "properties": dict(properties)}
-
-
-def relationship_value(
-    element_id: Any, rel_type: str, start: Any, end: Any, properties: dict[str, Any]
-) -> dict[str, Any]:
-    """A relationship as JSON: type, start and end node ids, properties."""
-    return {
-        "kind": "relationship",
-        "id": str(element_id),
-        "type": rel_type,
-        "start": str(start),
-        "end": str(end),
-        "properties": dict(properties),
-    }
-
-
-def path_value(nodes: list[dict[str, Any]], relationships: list[dict[str, Any]]) -> dict[str, Any]:
-    """A path as JSON: its nodes and relationships in order."""
-    return {"kind": "path", "nodes": nodes, "relationships": relationships}
 
 
 @dataclass(frozen=True)
@@ -244,7 +221,7 @@ class Load(Protocol):
         ...
 
 
-class Graph(Protocol):
+class Graph(ABC):
     """A connection to one tracegraph database.
 
     ``run`` executes one Cypher statement. ``trace`` names the trace the
@@ -256,6 +233,8 @@ class Graph(Protocol):
     transaction on Neo4j, ``GRAPH.RO_QUERY`` on FalkorDB): that, not
     keyword filtering, is what makes ad-hoc queries safe. ``timeout_ms``
     bounds the whole statement, rows included.
+
+    An engine is a subclass that implements the abstract methods.
     """
 
     backend: str  # "embedded", "falkordb" or "neo4j": for people (health, version), not for branching
@@ -268,19 +247,33 @@ class Graph(Protocol):
         trace: str | None = None,
         write: bool = False,
         timeout_ms: int | None = None,
-    ) -> Result: ...
+    ) -> Result:
+        """The statement's rows (``$trace`` bound from ``trace``, here for every engine)."""
+        bound = dict(params or {})
+        if trace is not None:
+            bound["trace"] = trace
+        return self._run(query, bound, trace, write, timeout_ms)
 
+    @abstractmethod
+    def _run(
+        self, query: str, params: dict[str, Any], trace: str | None, write: bool, timeout_ms: int | None
+    ) -> Result:
+        """:meth:`run` in the engine: ``params`` hold ``$trace`` already."""
+
+    @abstractmethod
     def trace_facts(self, name: str) -> dict[str, Any] | None:
         """The Trace node properties of the ready trace ``name``, None when
         there is none. (Engines that publish in steps wait for one in
         progress, and finish one whose process died.)"""
         ...
 
+    @abstractmethod
     def list_traces(self) -> list[dict[str, Any]]:
         """The Trace node properties of every ready trace, by name (what a
         trace is while it loads, swaps or drops is the engine's own)."""
         ...
 
+    @abstractmethod
     def read_columns(
         self, trace: str, label: str, columns: dict[str, type], where: str = "", timeout_ms: int | None = None
     ) -> list[tuple[Any, ...]]:
@@ -292,6 +285,7 @@ class Graph(Protocol):
         engine answers it the fastest way it can."""
         ...
 
+    @abstractmethod
     def store_trace(
         self, name: str, tables: TraceTables, *, replace: bool = False, progress: Progress | None = None
     ) -> dict[str, dict[str, int]]:
@@ -301,38 +295,29 @@ class Graph(Protocol):
         again at the moment the new version becomes visible)."""
         ...
 
+    @abstractmethod
     def begin_trace(self, name: str, *, replace: bool = False) -> Load:
         """Start writing a trace in parts (a job streamed rank by rank),
         with the guarantees of :meth:`store_trace` (Conflict as there)."""
         ...
 
+    @abstractmethod
     def drop_trace(self, name: str) -> int:
         """Remove a trace atomically (NotFound when there is none); returns its node count."""
         ...
 
+    @abstractmethod
     def sweep(self) -> list[str]:
         """Remove what dead loaders and interrupted drops left behind; returns what was removed."""
         ...
 
-    # Ingest jobs (api/jobs.py) are kept in the database, so that every API
-    # process serving it sees every job. A job is a JSON-able dict with at
-    # least ``id`` (text), ``created_at`` (epoch seconds) and ``status``.
+    @abstractmethod
+    def version(self) -> str:
+        """The server's version, for people."""
 
-    def save_job(self, job: dict[str, Any]) -> None:
-        """Store ``job``, replacing the stored job of its id."""
-        ...
-
-    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The job ``job_id`` (a list of one, or empty), or the newest ``limit`` jobs, newest first."""
-        ...
-
-    def forget_jobs(self, keep: int) -> None:
-        """Delete finished jobs (done or failed) but the newest ``keep`` of them."""
-        ...
-
-    def version(self) -> str: ...
-
-    def close(self) -> None: ...
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of the connection (and of the embedded server)."""
 
 
 class Deadline:
@@ -380,14 +365,6 @@ def rows_query(label: str, columns: dict[str, type], where: str = "") -> str:
         + " RETURN "
         + ", ".join(f"n.{c}" for c in columns)
     )
-
-
-FINISHED_JOBS = ("done", "failed")
-
-
-def job_order(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Newest first; jobs created in the same instant by their ids (the engines' one order)."""
-    return sorted(jobs, key=lambda j: (-float(j.get("created_at") or 0), str(j.get("id"))))
 
 
 def checkpoint(name: str) -> None:

@@ -8,7 +8,7 @@ Layout (``P`` is the graph name of the URI, ``tracegraph`` by default):
   ``OpTotals`` nodes, which listing and the cross-trace analyses read;
 * ``P:load:ID``: a load in progress, owned by the client connection named
   ``tracegraph-load:ID`` (the lease: it dies with the loader's process);
-* ``P:jobs``: the ingest jobs of every API process (a hash of JSON records by id);
+* ``P:jobs``: the ingest jobs of every API process (:mod:`tracegraph.db.falkor_jobs`);
 * ``P:layout``: the layout's version (:mod:`tracegraph.db.falkor_layout`).
 
 Why a graph per trace: FalkorDB 4.16 corrupts a graph that has deleted
@@ -54,8 +54,8 @@ from falkordb.path import Path as FPath
 from tracegraph import schema
 from tracegraph.db.base import (
     CATALOG_LABELS,
-    FINISHED_JOBS,
     Deadline,
+    Graph,
     Link,
     NodeRefs,
     NodeTable,
@@ -65,13 +65,10 @@ from tracegraph.db.base import (
     TraceTables,
     check_trace_name,
     checkpoint,
-    job_order,
     name_taken,
-    node_value,
-    path_value,
-    relationship_value,
     rows_query,
 )
+from tracegraph.db.elements import node_value, path_value, plain, relationship_value
 from tracegraph.db.falkor_layout import check_layout
 from tracegraph.errors import (
     Conflict,
@@ -103,7 +100,7 @@ AOF_COMPACT_BYTES = 8 << 20
 T = TypeVar("T")
 
 
-class FalkorGraph:
+class FalkorGraph(Graph):
     """A tracegraph database on one FalkorDB server. ``backend`` is
     ``falkordb`` (a server the user runs) or ``embedded``."""
 
@@ -122,7 +119,7 @@ class FalkorGraph:
         self.backend = backend
         self.prefix = prefix
         self._on_close = on_close
-        self._where = where or unix_socket or f"{host}:{port}"
+        self.where = where or unix_socket or f"{host}:{port}"  # for messages: which server
         self._server_log = server_log
         self._address = (
             {"unix_socket_path": unix_socket} if unix_socket else {"host": host or "localhost", "port": port or 6379}
@@ -132,9 +129,16 @@ class FalkorGraph:
             self._redis = self._db.connection
             self._redis.ping()
         except redis.RedisError as e:
-            raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {first_line(e)}") from None
+            raise DatabaseError(f"cannot reach FalkorDB at {self.where}: {first_line(e)}") from None
         self._deadline = Deadline()
-        check_layout(self._redis, self.prefix, self._where, self.backend)
+        check_layout(self._redis, self.prefix, self.where, self.backend)
+
+    @property
+    def connection(self) -> redis.Redis:
+        """The client connection (its pool), for what this database keeps
+        besides graphs (tracegraph/db/falkor_jobs.py)."""
+        client: redis.Redis = self._redis
+        return client
 
     def _lost(self, e: redis.ConnectionError) -> DatabaseError:
         """The error for a connection that broke: with where the server's
@@ -147,7 +151,7 @@ class FalkorGraph:
                 crash = max(tail.rfind(b"crashed by signal"), tail.rfind(b"BUG REPORT START"))
                 if crash > tail.rfind(b"Redis is starting"):
                     crashed = f" (the server crashed: its report is in {self._server_log})"
-        return DatabaseError(f"lost connection to FalkorDB at {self._where}: {first_line(e).rstrip('.')}{crashed}")
+        return DatabaseError(f"lost connection to FalkorDB at {self.where}: {first_line(e).rstrip('.')}{crashed}")
 
     # -- keys --------------------------------------------------------------
 
@@ -159,21 +163,15 @@ class FalkorGraph:
 
     # -- statements --------------------------------------------------------
 
-    def run(
-        self,
-        query: str,
-        params: dict[str, Any] | None = None,
-        *,
-        trace: str | None = None,
-        write: bool = False,
-        timeout_ms: int | None = None,
+    def _run(
+        self, query: str, params: dict[str, Any], trace: str | None, write: bool, timeout_ms: int | None
     ) -> Result:
         if trace is None:
             return self._query(self.prefix, query, params, write=write, timeout_ms=timeout_ms)
         key = self._trace_key(trace)
         if not self._redis.exists(key):
             raise NotFound(f"no trace named {trace!r}")
-        return self._query(key, query, {**(params or {}), "trace": trace}, write=write, timeout_ms=timeout_ms)
+        return self._query(key, query, params, write=write, timeout_ms=timeout_ms)
 
     def _query(
         self, key: str, query: str, params: dict[str, Any] | None, *, write: bool, timeout_ms: int | None = None
@@ -283,7 +281,7 @@ class FalkorGraph:
             lease.ping()  # the lease holds from here until the connection closes
         except redis.RedisError as e:
             lease.close()
-            raise DatabaseError(f"cannot reach FalkorDB at {self._where}: {first_line(e)}") from None
+            raise DatabaseError(f"cannot reach FalkorDB at {self.where}: {first_line(e)}") from None
         cypher = cypher or os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") == "cypher"
         return FalkorLoad(self, name, self._load_key(load_id), lease, replace, cypher)
 
@@ -390,7 +388,7 @@ class FalkorGraph:
                     self._delete_graph(key)
                     removed.append(key)
         except redis.RedisError as e:
-            raise DatabaseError(f"FalkorDB at {self._where}: {first_line(e)}") from None
+            raise DatabaseError(f"FalkorDB at {self.where}: {first_line(e)}") from None
         return removed
 
     def _compact_log(self, wait: bool) -> None:
@@ -423,37 +421,6 @@ class FalkorGraph:
                 time.sleep(0.05)
         except redis.RedisError:
             return  # compaction is an optimization, never fatal
-
-    # -- ingest jobs: one hash, P:jobs, of JSON records by id ---------------
-
-    def save_job(self, job: dict[str, Any]) -> None:
-        self._jobs_call(lambda: self._redis.hset(self._jobs_key, job["id"], json.dumps(job)))
-
-    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        if job_id is not None:
-            raw = self._jobs_call(lambda: self._redis.hget(self._jobs_key, job_id))
-            return [] if raw is None else [json.loads(raw)]
-        return job_order(self._all_jobs())[:limit]
-
-    def forget_jobs(self, keep: int) -> None:
-        finished = [j for j in job_order(self._all_jobs()) if j.get("status") in FINISHED_JOBS]
-        old = [j["id"] for j in finished[keep:]]
-        if old:
-            self._jobs_call(lambda: self._redis.hdel(self._jobs_key, *old))
-
-    @property
-    def _jobs_key(self) -> str:
-        return f"{self.prefix}:jobs"
-
-    def _all_jobs(self) -> list[dict[str, Any]]:
-        raw: dict[Any, Any] = self._jobs_call(lambda: self._redis.hgetall(self._jobs_key))
-        return [json.loads(v) for v in raw.values()]
-
-    def _jobs_call(self, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except redis.RedisError as e:
-            raise DatabaseError(f"FalkorDB at {self._where}: {first_line(e)}") from None
 
     # -- the rest of the interface ----------------------------------------
 
@@ -767,6 +734,10 @@ def _clean(value: Any) -> Any:
 
 
 def _value(v: Any) -> Any:
+    return plain(v, _element)
+
+
+def _element(v: Any) -> dict[str, Any] | None:
     if isinstance(v, Node):
         return node_value(v.id, v.labels or [], v.properties)
     if isinstance(v, Edge):
@@ -775,8 +746,4 @@ def _value(v: Any) -> Any:
         return relationship_value(v.id, v.relation, src, dst, v.properties)
     if isinstance(v, FPath):
         return path_value([_value(n) for n in v.nodes()], [_value(e) for e in v.edges()])
-    if isinstance(v, list):
-        return [_value(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _value(x) for k, x in v.items()}
-    return v
+    return None

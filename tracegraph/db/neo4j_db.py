@@ -10,7 +10,6 @@ Trace node's status, leases, swaps in batches) is
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -30,19 +29,8 @@ from neo4j.exceptions import (
 )
 from neo4j.graph import Node, Path, Relationship
 
-from tracegraph.db.base import (
-    FINISHED_JOBS,
-    LABELS,
-    Deadline,
-    Load,
-    Progress,
-    Result,
-    TraceTables,
-    node_value,
-    path_value,
-    relationship_value,
-    rows_query,
-)
+from tracegraph.db.base import LABELS, Deadline, Graph, Load, Progress, Result, TraceTables, rows_query
+from tracegraph.db.elements import node_value, path_value, plain, relationship_value
 from tracegraph.db.neo4j_publish import Publisher
 from tracegraph.errors import (
     Conflict,
@@ -62,7 +50,7 @@ T = TypeVar("T")
 logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
 
-class Neo4jGraph:
+class Neo4jGraph(Graph):
     """One Neo4j database (default: the server's default database)."""
 
     backend = "neo4j"
@@ -110,26 +98,14 @@ class Neo4jGraph:
 
     # -- statements --------------------------------------------------------
 
-    def run(
-        self,
-        query: str,
-        params: dict[str, Any] | None = None,
-        *,
-        trace: str | None = None,
-        write: bool = False,
-        timeout_ms: int | None = None,
+    def _run(
+        self, query: str, params: dict[str, Any], trace: str | None, write: bool, timeout_ms: int | None
     ) -> Result:
-        if trace is not None:
-            params = {**(params or {}), "trace": trace}
         if not timeout_ms:
-            return self._transaction(lambda tx: _run_in(tx, query, params or {}), write=write)
+            return self._transaction(lambda tx: _run_in(tx, query, params), write=write)
         # Deadline.run's fn is generic: the return type does not carry through it.
         result: Result = self._deadline.run(
-            timeout_ms,
-            self._transaction,
-            lambda tx: _run_in(tx, query, params or {}),
-            write=write,
-            timeout_ms=timeout_ms,
+            timeout_ms, self._transaction, lambda tx: _run_in(tx, query, params), write=write, timeout_ms=timeout_ms
         )
         return result
 
@@ -234,37 +210,6 @@ class Neo4jGraph:
     def sweep(self) -> list[str]:
         return self._publisher.sweep()
 
-    # -- ingest jobs: IngestJob nodes, outside every trace -----------------
-
-    def save_job(self, job: dict[str, Any]) -> None:
-        self.ensure_schema()
-        self.run(
-            "MERGE (j:IngestJob {id: $id}) SET j.record = $record, j.created_at = $created, j.finished = $finished",
-            {
-                "id": job["id"],
-                "record": json.dumps(job),
-                "created": float(job["created_at"]),
-                "finished": job.get("status") in FINISHED_JOBS,
-            },
-            write=True,
-        )
-
-    def load_jobs(self, job_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        if job_id is not None:
-            res = self.run("MATCH (j:IngestJob {id: $id}) RETURN j.record", {"id": job_id})
-        else:
-            res = self.run(
-                "MATCH (j:IngestJob) RETURN j.record ORDER BY j.created_at DESC, j.id LIMIT $limit", {"limit": limit}
-            )
-        return [json.loads(r[0]) for r in res.rows]
-
-    def forget_jobs(self, keep: int) -> None:
-        self.run(
-            "MATCH (j:IngestJob) WHERE j.finished WITH j ORDER BY j.created_at DESC, j.id SKIP $keep DETACH DELETE j",
-            {"keep": keep},
-            write=True,
-        )
-
     # -- the rest of the interface ----------------------------------------
 
     def version(self) -> str:
@@ -292,6 +237,10 @@ def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
 
 
 def _value(v: Any) -> Any:
+    return plain(v, _element)
+
+
+def _element(v: Any) -> dict[str, Any] | None:
     if isinstance(v, Node):
         return node_value(v.element_id, sorted(v.labels), dict(v))
     if isinstance(v, Relationship):
@@ -301,8 +250,4 @@ def _value(v: Any) -> Any:
         )
     if isinstance(v, Path):
         return path_value([_value(n) for n in v.nodes], [_value(r) for r in v.relationships])
-    if isinstance(v, list):
-        return [_value(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _value(x) for k, x in v.items()}
-    return v
+    return None

@@ -12,7 +12,6 @@ nanoseconds until the job's ranks are joined (:mod:`.trace`).
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +62,6 @@ BLOCKING_CALLS = frozenset(
         "hipMemcpyAsync",
     }
 )
-_COMM = re.compile(r"^nccl|ncclKernel|ncclDevKernel")
 # ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...)
 _NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _COPY_DIRECTION = re.compile(r"Memcpy\s+(\w+)")
@@ -376,11 +374,11 @@ class _Assembly:
         streams["device"] = np.asarray(stream_device, dtype=np.int64)
         streams["name"] = Strings.of(stream_names)
         streams["kind"] = Strings.constant("compute", len(stream_uids))
-        # kinds: kernel names of NCCL are communication
+        # kinds: kernels of a communication library are communication (kit.is_communication_kernel)
         names = ev.names
         dcat = D[:, scan.D_CAT]
         name_code = D[:, scan.D_NAME]
-        is_comm_name = np.fromiter((_is_communication(s) for s in names), dtype=bool, count=len(names))
+        is_comm_name = np.fromiter((kit.is_communication_kernel(s) for s in names), dtype=bool, count=len(names))
         kind_values = ("compute", "memcpy", "memset", "communication")
         kind = (
             np.where(dcat == 0, np.where(is_comm_name[name_code], 3, 0), np.where(dcat <= 2, 1, 2))
@@ -944,11 +942,6 @@ def _collective_fields(name: str, args: dict[str, Any]) -> dict[str, Any]:
         "process_group": str(group) if group is not None else None,
         "group_ranks": str(ranks) if ranks is not None else None,
     }
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _is_communication(name: str) -> bool:
-    return _COMM.search(name) is not None
 
 
 def _direction(name: str) -> str | None:

@@ -38,8 +38,9 @@ What becomes what:
   Device ``dev:<rank>:cuda:<device>`` (``args.device``, else ``pid``).
   Kind: ``memcpy`` (with ``bytes`` and ``direction`` = the word after
   ``Memcpy`` in the name: HtoD, DtoH, DtoD, ...), ``memset`` (with
-  ``bytes``), ``communication`` (NCCL: the name starts with ``nccl`` or
-  contains ``ncclKernel``/``ncclDevKernel``; with ``collective`` from
+  ``bytes``), ``communication`` (the kit's rule,
+  :func:`~tracegraph.ingest.formats.kit.is_communication_kernel`: NCCL,
+  RCCL, MSCCL(++), DeepEP, NVSHMEM, custom all-reduces; with ``collective`` from
   ``args["Collective name"]``, else the word after ``ncclKernel_`` /
   ``ncclDevKernel_`` in the name, and ``process_group`` / ``group_ranks``
   from ``Process Group Name`` / ``Process Group Ranks`` when recorded),

@@ -66,25 +66,12 @@ from typing import Any, cast
 import pandas as pd
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, snippet
+from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, frames_of, snippet
 from tracegraph.ingest.formats.tf.names import NODE_NAME, dtype_size, known_dtype, op_type_from_name, phase_of
-from tracegraph.ingest.formats.tf.opnames import float_times
-from tracegraph.ingest.frames import (
-    CONSUME_COLUMNS,
-    DEP_COLUMNS,
-    DEVICE_COLUMNS,
-    KERNEL_COLUMNS,
-    OP_COLUMNS,
-    STREAM_COLUMNS,
-    TENSOR_COLUMNS,
-    Row,
-    TraceFrames,
-    frame,
-)
+from tracegraph.ingest.frames import Row, TraceFrames
 from tracegraph.ingest.source import head_lines, lines
 
 FORMAT = FormatInfo("tf-oplist", "tensorflow", Joins.DETAIL, "TensorFlow op listing (adds shapes and control inputs)")
-NAME = FORMAT.name
 
 _SHAPE = re.compile(r"\((?:([a-z][a-z0-9]*) )?((?:\d+|\?)(?:x(?:\d+|\?))*)\)\Z")
 _COPY_OUT = re.compile(r"\(output (\d+) bytes\)\Z")
@@ -170,7 +157,7 @@ def _parse_line(path: Path, lineno: int, line: str) -> _Line:
 
 def _read_lines(path: Path) -> list[_Line]:
     parsed = []
-    for lineno, raw in enumerate(lines(path, NAME), start=1):
+    for lineno, raw in enumerate(lines(path, FORMAT.name), start=1):
         if raw.strip():
             parsed.append(_parse_line(path, lineno, raw.strip()))
     if not parsed:
@@ -404,36 +391,31 @@ def merge(base: TraceFrames, extra: TraceFrames) -> TraceFrames:
     used: set[str] = set()
     for df in (base.ops, base.kernels, base.tensors, base.allocations, base.devices, base.streams, base.allocators):
         used.update(df["uid"])
-    devices, streams = _records(base.devices), _records(base.streams)
-    map_device = _device_mapper(devices, _records(extra.devices), used)
-    ops, op_map = _merge_ops(_records(base.ops), _records(extra.ops), map_device, used)
-    tensors, tensor_map = _merge_tensors(_records(base.tensors), _records(extra.tensors), op_map, used)
-    consumes = _merge_consumes(_records(base.consumes), _records(extra.consumes), op_map, tensor_map)
-    deps = _records(base.deps)
+    rows = {"devices": _records(base.devices), "streams": _records(base.streams)}  # the merged frames' rows
+    map_device = _device_mapper(rows["devices"], _records(extra.devices), used)
+    rows["ops"], op_map = _merge_ops(_records(base.ops), _records(extra.ops), map_device, used)
+    rows["tensors"], tensor_map = _merge_tensors(_records(base.tensors), _records(extra.tensors), op_map, used)
+    rows["consumes"] = _merge_consumes(_records(base.consumes), _records(extra.consumes), op_map, tensor_map)
+    rows["deps"] = _merge_deps(_records(base.deps), _records(extra.deps), op_map)
+    rows["kernels"] = _merge_kernels(_records(base.kernels), extra, rows["streams"], op_map, map_device, used)
+    sources = [*base.sources, *extra.sources]
+    merged = frames_of(base.framework, sources, base.time_unit, {**extra.meta, **base.meta}, rows)
+    merged.allocations = base.allocations.copy()
+    merged.allocators = base.allocators.copy()
+    merged.check()
+    return merged
+
+
+def _merge_deps(deps: list[Row], extra: list[Row], op_map: dict[str, str]) -> list[Row]:
+    """Base deps, then the listing's mapped to base uids where base has no
+    dep of that (src, dst, kind)."""
     seen = {(d["src"], d["dst"], d["kind"]) for d in deps}
-    for row in _records(extra.deps):
+    for row in extra:
         key = (op_map[row["src"]], op_map[row["dst"]], row["kind"])
         if key not in seen:
             seen.add(key)
-            deps.append(dict(zip(DEP_COLUMNS, key)))
-    kernels = _merge_kernels(_records(base.kernels), extra, streams, op_map, map_device, used)
-    merged = TraceFrames(
-        framework=base.framework,
-        sources=list(base.sources) + list(extra.sources),
-        time_unit=base.time_unit,
-        ops=float_times(frame(ops, OP_COLUMNS)),
-        kernels=float_times(frame(kernels, KERNEL_COLUMNS)),
-        tensors=frame(tensors, TENSOR_COLUMNS),
-        consumes=frame(consumes, CONSUME_COLUMNS),
-        deps=frame(deps, DEP_COLUMNS),
-        allocations=base.allocations.copy(),
-        allocators=base.allocators.copy(),
-        devices=frame(devices, DEVICE_COLUMNS),
-        streams=frame(streams, STREAM_COLUMNS),
-        meta={**extra.meta, **base.meta},
-    )
-    merged.check()
-    return merged
+            deps.append({"src": key[0], "dst": key[1], "kind": key[2]})
+    return deps
 
 
 def _device_mapper(devices: list[Row], extra_devices: list[Row], used: set[str]) -> Callable[[str | None], str | None]:

@@ -32,8 +32,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, snippet
@@ -42,15 +40,6 @@ from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.source import head_lines, lines
 
 FORMAT = FormatInfo("tf-opnames", "tensorflow", Joins.ALONE, "TensorFlow node names, one per line")
-NAME = FORMAT.name
-
-
-def float_times(df: pd.DataFrame) -> pd.DataFrame:
-    """Time columns as float (NaN when unknown) rather than all-None objects,
-    so that numeric code downstream (sorting, cummax) works on untimed traces."""
-    cols = [c for c in ("start_us", "end_us", "dur_us") if c in df.columns]
-    df[cols] = df[cols].astype("float64")
-    return df
 
 
 def sniff(head: bytes) -> bool:
@@ -71,7 +60,7 @@ def parse(path: Path) -> TraceFrames:
     b = FramesBuilder(FORMAT.framework, [str(path)], time_unit="none")
     device = b.device("unknown")
     seen: dict[str, int] = {}
-    for lineno, raw in enumerate(lines(path, NAME), start=1):
+    for lineno, raw in enumerate(lines(path, FORMAT.name), start=1):
         name = raw.strip()
         if not name:
             continue

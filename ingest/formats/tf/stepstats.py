@@ -199,7 +199,6 @@ _DeviceRecords = tuple[str, list[NodeStats]]
 _Inputs = list[tuple[int, str, int | None]]
 
 FORMAT = FormatInfo("tf-stepstats", "tensorflow", Joins.ALONE, "TensorFlow 1.x RunMetadata / StepStats")
-NAME = FORMAT.name
 
 _TEXT_HEAD = re.compile(rb"^\s*(#[^\n]*\n\s*)*(dev_stats|step_stats)\s*\{")
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<out>\S.*?) = (?P<type>[\w.>-]+)\((?P<args>.*)\)\s*$")
@@ -235,15 +234,15 @@ def read_step_stats(path: Path, *, fast: bool = True) -> step_stats_pb2.StepStat
     (its look-alike objects read the same as the message), through
     ``text_format.Parse`` otherwise or when the fast reader declines.
     """
-    size = source.check_size(path, NAME)
+    size = source.check_size(path, FORMAT.name)
     head = source.head(path)
     if not head.strip() and size <= len(head):
         raise InputError(path, "empty file")
     if _TEXT_HEAD.match(head):
-        return _read_text(path, source.read_text(path, NAME), fast=fast)
+        return _read_text(path, source.read_text(path, FORMAT.name), fast=fast)
     if head[:1] != b"\x0a":
         raise InputError(path, _NOT_STEPSTATS)
-    return _read_binary(path, source.read_bytes(path, NAME))
+    return _read_binary(path, source.read_bytes(path, FORMAT.name))
 
 
 def _read_text(path: Path, text: str, *, fast: bool = True) -> step_stats_pb2.StepStats:

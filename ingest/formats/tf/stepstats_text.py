@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorboard.compat.proto import types_pb2
+from google.protobuf import descriptor
+from tensorboard.compat.proto import config_pb2, types_pb2
 
 
 class Unsupported(Exception):
@@ -30,8 +31,10 @@ class Unsupported(Exception):
 
 
 # ------------------------------------------------------------- messages
-# Class attributes are the proto3 defaults; set fields live in the
-# instance __dict__, repeated fields become lists on first use.
+# Class attributes are the fields read, with their proto3 defaults (their
+# types are TensorFlow's, SCHEMA below); set fields live in the instance
+# __dict__, repeated fields become lists on first use. Each class is named
+# as the message it stands in for.
 
 
 class AllocationRecord:
@@ -127,78 +130,49 @@ class RunMetadata:
 
 
 # Field kinds: message "m", repeated message "r"; scalars: signed/unsigned
-# integers of 32/64 bits, strings, bools, the DataType enum; "R" + kind for
-# repeated scalars.
+# integers of 32/64 bits (with their range), strings, bools, the DataType
+# enum; "R" + kind for repeated scalars.
 _I64 = (-(1 << 63), (1 << 63) - 1)
 _U64 = (0, (1 << 64) - 1)
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _U32 = (0, (1 << 32) - 1)
+_FD = descriptor.FieldDescriptor
+_SCALARS: dict[int, tuple[str, Any]] = {
+    _FD.TYPE_INT64: ("int", _I64),
+    _FD.TYPE_UINT64: ("int", _U64),
+    _FD.TYPE_INT32: ("int", _I32),
+    _FD.TYPE_UINT32: ("int", _U32),
+    _FD.TYPE_STRING: ("s", None),
+    _FD.TYPE_BOOL: ("bool", None),
+    _FD.TYPE_ENUM: ("enum", None),  # DataType, the one enum read
+}
 
 # Per message class, per field name: (kind, the message class or the range).
 FieldSpec = tuple[str, Any]
-SCHEMA: dict[type, dict[str, FieldSpec]] = {
-    RunMetadata: {"step_stats": ("m", StepStats)},
-    StepStats: {"dev_stats": ("r", DeviceStepStats)},
-    DeviceStepStats: {
-        "device": ("s", None),
-        "node_stats": ("r", NodeExecStats),
-        "thread_names": ("r", ThreadNamesEntry),
-    },
-    ThreadNamesEntry: {"key": ("int", _U32), "value": ("s", None)},
-    NodeExecStats: {
-        "node_name": ("s", None),
-        "all_start_micros": ("int", _I64),
-        "op_start_rel_micros": ("int", _I64),
-        "op_end_rel_micros": ("int", _I64),
-        "all_end_rel_micros": ("int", _I64),
-        "memory": ("r", AllocatorMemoryUsed),
-        "output": ("r", NodeOutput),
-        "timeline_label": ("s", None),
-        "scheduled_micros": ("int", _I64),
-        "thread_id": ("int", _U32),
-        "referenced_tensor": ("r", AllocationDescription),
-        "memory_stats": ("m", MemoryStats),
-        "all_start_nanos": ("int", _I64),
-        "op_start_rel_nanos": ("int", _I64),
-        "op_end_rel_nanos": ("int", _I64),
-        "all_end_rel_nanos": ("int", _I64),
-        "scheduled_nanos": ("int", _I64),
-    },
-    AllocatorMemoryUsed: {
-        "allocator_name": ("s", None),
-        "total_bytes": ("int", _I64),
-        "peak_bytes": ("int", _I64),
-        "live_bytes": ("int", _I64),
-        "allocation_records": ("r", AllocationRecord),
-        "allocator_bytes_in_use": ("int", _I64),
-    },
-    AllocationRecord: {"alloc_micros": ("int", _I64), "alloc_bytes": ("int", _I64)},
-    NodeOutput: {"slot": ("int", _I32), "tensor_description": ("m", TensorDescription)},
-    TensorDescription: {
-        "dtype": ("enum", None),
-        "shape": ("m", TensorShapeProto),
-        "allocation_description": ("m", AllocationDescription),
-    },
-    TensorShapeProto: {"dim": ("r", Dim), "unknown_rank": ("bool", None)},
-    Dim: {"size": ("int", _I64), "name": ("s", None)},
-    AllocationDescription: {
-        "requested_bytes": ("int", _I64),
-        "allocated_bytes": ("int", _I64),
-        "allocator_name": ("s", None),
-        "allocation_id": ("int", _I64),
-        "has_single_reference": ("bool", None),
-        "ptr": ("int", _U64),
-    },
-    MemoryStats: {
-        "temp_memory_size": ("int", _I64),
-        "persistent_memory_size": ("int", _I64),
-        "persistent_tensor_alloc_ids": ("Rint", _I64),
-        "device_temp_memory_size": ("int", _I64),
-        "device_persistent_memory_size": ("int", _I64),
-        "device_persistent_tensor_alloc_ids": ("Rint", _I64),
-    },
-}
-# NodeExecStats.referenced_tensor is a repeated AllocationDescription.
+
+
+def _schema(cls: type, message: descriptor.Descriptor, out: dict[type, dict[str, FieldSpec]]) -> None:
+    """The fields a look-alike class declares (its attributes), typed as
+    TensorFlow's ``.proto`` declares them (the message's descriptor), and
+    the same for the messages they hold (look-alikes of the same name)."""
+    fields: dict[str, FieldSpec] = out.setdefault(cls, {})
+    for name in (a for a in vars(cls) if not a.startswith("_")):
+        fd = message.fields_by_name[name]
+        # protobuf 7 has ``is_repeated`` only, 4.x ``label`` only
+        repeated = bool(getattr(fd, "is_repeated", getattr(fd, "label", None) == _FD.LABEL_REPEATED))
+        if fd.message_type is not None:
+            held = globals()[fd.message_type.name]
+            fields[name] = ("r" if repeated else "m", held)
+            _schema(held, fd.message_type, out)
+        elif repeated:
+            kind, arg = _SCALARS[fd.type]
+            fields[name] = ("R" + kind, arg)
+        else:
+            fields[name] = _SCALARS[fd.type]
+
+
+SCHEMA: dict[type, dict[str, FieldSpec]] = {}
+_schema(RunMetadata, config_pb2.RunMetadata.DESCRIPTOR, SCHEMA)
 
 _DTYPES = dict(types_pb2.DataType.items())
 _BOOLS = {"true": True, "t": True, "1": True, "True": True, "false": False, "f": False, "0": False, "False": False}

@@ -2,7 +2,7 @@
 // labels and a canvas, and the bars drawn on that canvas in its draw hook.
 //
 // A lane's color comes from its kind as the API sends it (ops, compute,
-// memcpy, communication; api/timeline.py); a single kernel bar takes its
+// memcpy, communication; queries/lanes.py); a single kernel bar takes its
 // own kind's color (a copy on a compute stream is drawn as a copy).
 // Highlighted bars are red; bars merged below a pixel are drawn paler,
 // with a red band along their bottom when any op merged into them is

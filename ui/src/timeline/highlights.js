@@ -1,4 +1,4 @@
-// What the timeline highlights: the choice of source (api/ui.py's
+// What the timeline highlights: the choice of source (queries/highlights.py's
 // highlight sources, as they apply to this trace) and the list of the
 // highlighted ops under the plot, read from the source's analysis.
 import { enc, getJSON } from "../api.js";

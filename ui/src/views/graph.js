@@ -105,10 +105,6 @@ export async function render(root, [trace], query, ctx) {
     box,
     selection,
   );
-  if (!info.has_deps) {
-    caption.textContent = "not available: the trace has no dependencies between ops";
-    return null;
-  }
   const isOp = (nd) => nd?.properties?.name && (nd.labels || []).includes("Op");
   const recenter = (nd) => {
     if (isOp(nd)) ctx.go("graph", [trace], { op: nd.properties.name, hops: hops.value });
@@ -169,7 +165,7 @@ export async function render(root, [trace], query, ctx) {
     if (mode === "op") {
       const res = await neighborhood(trace, query.op, hops.value);
       const g = capGraph(collectGraph(res.rows), MAX_NODES);
-      if (!g.total) {
+      if (res.unavailable || !g.total) {
         caption.textContent = res.note || `no op named ${query.op}`;
         return null;
       }
@@ -198,6 +194,11 @@ export async function render(root, [trace], query, ctx) {
       const res = await getJSON(
         `/traces/${enc(trace)}/queries/critical-path-graph${qs({ first_step: first, max_ops: CP_WINDOW })}`,
       );
+      if (res.unavailable) {
+        // The server says why (the analysis's @requires against the trace's facts).
+        caption.textContent = res.note;
+        return null;
+      }
       const g = capGraph(collectGraph(res.rows), MAX_NODES);
       const go = (from) => () => ctx.go("graph", [trace], { cp: 1, first: from });
       const prev =

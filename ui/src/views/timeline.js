@@ -7,7 +7,7 @@
 // the windows fetched from the API at screen resolution (data.js), the
 // canvas (draw.js), the mouse (interaction.js), the hover card (card.js)
 // and the highlight source with its list of ops (highlights.js). The
-// highlighted ops come from a pluggable source (api/ui.py); the trace's
+// highlighted ops come from a pluggable source (queries/highlights.py); the trace's
 // timeline says which sources it can answer and opens with the best one.
 import { enc, getJSON } from "../api.js";
 import { debounce, el, fmtInt } from "../util.js";

@@ -1,5 +1,6 @@
-"""Timeline data for the web UI: every op and kernel of a trace as bars in
-lanes, and windows of them sized for the screen.
+"""The web UI's timeline, computed: every op and kernel of a trace as bars
+in lanes, and windows of them sized for the screen (what it reads, and the
+cache, are :mod:`tracegraph.queries.timeline`'s).
 
 Why server-side: a 100k-op trace has ~200k bars, too many to send to a
 browser and draw on every pan. The first request for a trace reads its
@@ -33,59 +34,14 @@ from __future__ import annotations
 
 import heapq
 import sys
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, cast
 
 import numpy as np
 
-# What the timeline reads of a trace (Graph.read_columns: each engine's fastest bulk read).
-OP_COLUMNS: dict[str, type] = {
-    "name": str,
-    "type": str,
-    "device_name": str,
-    "start_us": float,
-    "end_us": float,
-    "cp_step": int,
-    "thread": str,
-    "rank": int,
-}
-KERNEL_COLUMNS: dict[str, type] = {
-    "name": str,
-    "kind": str,
-    "op_name": str,
-    "device_name": str,
-    "stream_name": str,
-    "start_us": float,
-    "end_us": float,
-}
-STREAM_COLUMNS: dict[str, type] = {
-    "name": str,
-    "device_name": str,
-    "kind": str,
-    "rank": int,
-}
-TIMED = "n.start_us IS NOT NULL AND n.end_us IS NOT NULL"
-
-
-class TimelineRows(NamedTuple):
-    """What :func:`build` reads: the columns above, timed ops and kernels only."""
-
-    ops: list[tuple[Any, ...]]
-    kernels: list[tuple[Any, ...]]
-    streams: list[tuple[Any, ...]]
-
-
-def read_rows(graph: Any, trace: str, timeout_ms: int | None = None) -> TimelineRows:
-    """The op, kernel and stream rows of a trace (each engine's fastest bulk read)."""
-    return TimelineRows(
-        graph.read_columns(trace, "Op", OP_COLUMNS, TIMED, timeout_ms=timeout_ms),
-        graph.read_columns(trace, "Kernel", KERNEL_COLUMNS, TIMED, timeout_ms=timeout_ms),
-        graph.read_columns(trace, "Stream", STREAM_COLUMNS, timeout_ms=timeout_ms),
-    )
-
+from tracegraph.output import readable
+from tracegraph.queries.types import CollectiveCallInfo, CollectiveInfo, LaneInfo, LaneKind, Window, WindowLane
 
 MAX_BARS = 40_000  # per window answer, over all lanes
 MAX_PX = 8192
@@ -132,22 +88,15 @@ class Lane:
     stream: str | None = None  # the stream's name (None for op lanes)
     kernel_kinds: dict[str, int] = field(default_factory=dict)  # stream lanes: kernels per Kernel.kind
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "device": self.device,
-            "kind": self.kind,
-            "stream": self.stream,
-            "kernel_kinds": self.kernel_kinds,
-            "bars": int(self.start.size),
-        }
+    def info(self) -> LaneInfo:
+        kind = cast(LaneKind, self.kind)
+        return LaneInfo(self.id, self.name, self.device, kind, int(self.start.size), self.stream, self.kernel_kinds)
 
 
 @dataclass
 class TraceTimeline:
     trace: str
-    key: object  # the stored version of the trace it was read from (api/ui.py: _version)
+    key: object  # the stored version of the trace it was read from (queries/timeline.py: _version)
     lanes: list[Lane]
     t_min: float
     t_max: float
@@ -155,18 +104,10 @@ class TraceTimeline:
     # highlight source name -> (per-lane masks, the analysis's note, how many ops it named)
     highlights: dict[str, tuple[list[np.ndarray], str | None, int]] = field(default_factory=dict)
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "trace": self.trace,
-            "t_min": self.t_min,
-            "t_max": self.t_max,
-            "lanes": [lane.info() for lane in self.lanes],
-        }
-
 
 def _device_order(rank: dict[str, int]) -> Callable[[str], tuple[int, str]]:
     """Devices by rank first (rank 2's before rank 10's; devices of no rank
-    first), then by name."""
+    first), then by name. (The one place the timeline orders by rank.)"""
     return lambda device: (rank.get(device, -1), device)
 
 
@@ -280,29 +221,6 @@ def highlight_masks(tl: TraceTimeline, ops: set[str]) -> list[np.ndarray]:
     return [np.fromiter((o in ops for o in lane.ops), dtype=bool, count=len(lane.ops)) for lane in tl.lanes]
 
 
-# What identifies a bar among the nodes a predicate marks (read_marked).
-MARK_COLUMNS: dict[str, type] = {"name": str, "start_us": float, "end_us": float}
-
-
-def read_marked(
-    graph: Any, trace: str, where: str, timeout_ms: int | None = None, *, launches: bool = False
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(op rows, kernel rows) of the timed Op and Kernel nodes that match
-    ``where`` (a Cypher predicate on ``n``): name, start, end. With
-    ``launches`` the kernels are those the matching ops launched."""
-    pred = f"({where}) AND {TIMED}"
-    ops = graph.read_columns(trace, "Op", MARK_COLUMNS, pred, timeout_ms=timeout_ms)
-    if not launches:
-        return ops, graph.read_columns(trace, "Kernel", MARK_COLUMNS, pred, timeout_ms=timeout_ms)
-    kernels = graph.run(
-        f"MATCH (n:Op {{trace: $trace}})-[:LAUNCHED]->(k:Kernel) WHERE ({where}) "
-        "AND k.start_us IS NOT NULL AND k.end_us IS NOT NULL RETURN k.name, k.start_us, k.end_us",
-        trace=trace,
-        timeout_ms=timeout_ms,
-    ).rows
-    return ops, [tuple(r) for r in kernels]
-
-
 def marked_masks(
     tl: TraceTimeline, op_rows: Sequence[Sequence[Any]], kernel_rows: Sequence[Sequence[Any]]
 ) -> list[np.ndarray]:
@@ -331,7 +249,7 @@ def window(
     lane_ids: list[int] | None = None,
     mask: list[np.ndarray] | None = None,
     max_bars: int = MAX_BARS,
-) -> dict[str, Any]:
+) -> Window:
     """The bars of [t0, t1) drawn ``px`` pixels wide, merged below a pixel.
 
     Columnar per lane: ``s``/``e`` start and end, ``n`` how many bars it
@@ -346,7 +264,7 @@ def window(
     empty = not t1 > t0
     res = 0.0 if empty else min((t1 - t0) / px, sys.float_info.max)
     wanted = range(len(tl.lanes)) if lane_ids is None else [i for i in lane_ids if 0 <= i < len(tl.lanes)]
-    out_lanes = []
+    out_lanes: list[WindowLane] = []
     total = 0
     truncated = False
     for li in wanted:
@@ -384,120 +302,43 @@ def window(
             continue
         total += gs.size
         singles = gi[gi >= 0]
+        names: dict[str, list[str | None]] = {str(int(k)): [lane.names[k], lane.types[k], lane.ops[k]] for k in singles}
         out_lanes.append(
-            {
-                "id": li,
-                "s": gs.tolist(),
-                "e": ge.tolist(),
-                "n": gn.tolist(),
-                "h": gh.astype(int).tolist(),
-                "i": gi.tolist(),
-                "names": {str(int(k)): [lane.names[k], lane.types[k], lane.ops[k]] for k in singles},
-            }
+            WindowLane(li, gs.tolist(), ge.tolist(), gn.tolist(), gh.astype(int).tolist(), gi.tolist(), names)
         )
-    return {
-        "trace": tl.trace,
-        "t0": t0,
-        "t1": t1,
-        "px": px,
-        "res": res,
-        "bars": total,
-        "truncated": truncated,
-        "lanes": out_lanes,
-    }
+    return Window(tl.trace, t0, t1, px, res, total, truncated, out_lanes)
 
 
-def _empty(li: int) -> dict[str, Any]:
-    return {"id": li, "s": [], "e": [], "n": [], "h": [], "i": [], "names": {}}
+def _empty(li: int) -> WindowLane:
+    return WindowLane(li, [], [], [], [], [], {})
 
 
-class TimelineCache:
-    """The last few traces' timelines; loads each trace once even when asked concurrently."""
-
-    def __init__(self, size: int = 4) -> None:
-        self.size = size
-        self._items: OrderedDict[str, TraceTimeline] = OrderedDict()
-        self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}
-
-    def get(self, trace: str, key: object, load: Callable[[], TraceTimeline]) -> TraceTimeline:
-        with self._lock:
-            tl = self._items.get(trace)
-            if tl is not None and tl.key == key:
-                self._items.move_to_end(trace)
-                return tl
-            lock = self._loading.setdefault(trace, threading.Lock())
-        with lock:
-            with self._lock:
-                tl = self._items.get(trace)
-                if tl is not None and tl.key == key:
-                    return tl
-            tl = load()
-            with self._lock:
-                self._items[trace] = tl
-                self._items.move_to_end(trace)
-                while len(self._items) > self.size:
-                    self._items.popitem(last=False)
-            return tl
-
-
-# --------------------------------------------------------------- collectives
-
-# A joined call as read_collectives returns it: collective seq, its name,
-# process group, last rank, caused_us, last arrival; the call's rank, wait,
-# name, start, end and whether it is a kernel.
+# A joined call as the timeline reads it (queries/timeline.py: read_collectives):
+# collective seq, its name, process group, last rank, caused_us, last
+# arrival; the call's rank, wait, name, start, end and whether it is a kernel.
 CollectiveCall = tuple[int, str, str | None, int, float, float, int, float, str, float, float, bool]
 
 
-def read_collectives(graph: Any, trace: str, timeout_ms: int | None = None) -> list[CollectiveCall]:
-    """Every call that JOINS a collective of the trace (none for a trace of one rank)."""
-    out: list[CollectiveCall] = []
-    for label, is_kernel in (("Op", False), ("Kernel", True)):
-        rows = graph.run(
-            f"MATCH (n:{label})-[j:JOINS]->(c:Collective {{trace: $trace}}) "
-            "RETURN c.seq, c.name, c.process_group, c.last_rank, c.caused_us, c.last_arrival_us, "
-            "j.rank, j.wait_us, n.name, n.start_us, n.end_us",
-            trace=trace,
-            timeout_ms=timeout_ms,
-        ).rows
-        out += [(*row, is_kernel) for row in rows]
-    return out
-
-
-def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list[dict[str, Any]]:
+def collective_links(tl: TraceTimeline, calls: Sequence[CollectiveCall]) -> list[CollectiveInfo]:
     """Per collective, its calls placed on the timeline's lanes (the lane
     holding the call's bar: an op lane for a host call, a stream lane for an
-    NCCL kernel), in seq order within each process group."""
-    by_key: dict[tuple[str | None, int], dict[str, Any]] = {}
+    NCCL kernel), in seq order within each process group, the calls by rank."""
+    heads: dict[tuple[str | None, int], tuple[str, int, float, float]] = {}
+    placed: dict[tuple[str | None, int], list[CollectiveCallInfo]] = {}
     for seq, name, group, last_rank, caused, last_at, rank, wait, call, start, end, is_kernel in calls:
-        c = by_key.setdefault(
-            (group, seq),
-            {
-                "seq": seq,
-                "name": name,
-                "process_group": group,
-                "last_rank": last_rank,
-                "caused_us": caused,
-                "last_arrival_us": last_at,
-                "calls": [],
-            },
-        )
-        c["calls"].append(
-            {
-                "rank": rank,
-                "lane": _lane_of(tl, call, float(start), stream=is_kernel),
-                "start_us": start,
-                "end_us": end,
-                "wait_us": wait,
-            }
-        )
-    out = [by_key[k] for k in sorted(by_key, key=lambda k: (k[0] or "", k[1]))]
-    for c in out:
-        c["calls"].sort(key=lambda x: x["rank"])
+        heads.setdefault((group, seq), (name, last_rank, readable(caused, time=True), readable(last_at, time=True)))
+        lane = lane_of(tl, call, float(start), stream=is_kernel)
+        times = (readable(start, time=True), readable(end, time=True), readable(wait, time=True))
+        placed.setdefault((group, seq), []).append(CollectiveCallInfo(rank, lane, *times))
+    out = []
+    for group, seq in sorted(heads, key=lambda k: (k[0] or "", k[1])):
+        name, last_rank, caused, last_at = heads[group, seq]
+        ranked = sorted(placed[group, seq], key=lambda c: c.rank)
+        out.append(CollectiveInfo(seq, name, group, last_rank, caused, last_at, ranked))
     return out
 
 
-def _lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
+def lane_of(tl: TraceTimeline, name: str, start: float, *, stream: bool) -> int | None:
     """The id of the lane whose bar named ``name`` starts at ``start``."""
     for lane in tl.lanes:
         if (lane.stream is not None) != stream:
