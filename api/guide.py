@@ -38,21 +38,20 @@ import re
 from collections.abc import Mapping
 from html import escape
 from importlib import resources
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracegraph.api.deps import get_graph
+from tracegraph.api.deps import AppGraph
 from tracegraph.db.base import Graph
-from tracegraph.queries.catalog import Analysis, Param, catalog
-from tracegraph.queries.run import unavailable
+from tracegraph.queries.catalog import Analysis, Param
+from tracegraph.queries.guide import guide_inputs
 
 router = APIRouter(tags=["neo4j browser"])
-GraphDep = Annotated[Graph, Depends(get_graph)]
 
 # Neo4j Browser's guide sanitizer (shared/services/remoteUtils.ts, 2025.8):
 # it deletes every match from the fetched HTML before showing it.
@@ -117,10 +116,26 @@ class BrowserKitCors:
 # -- routes ----------------------------------------------------------------------
 
 
-def guide(request: Request, graph: GraphDep, trace: str | None = None) -> HTMLResponse:
+def guide(request: Request, graph: AppGraph, trace: str | None = None) -> HTMLResponse:
     base = str(request.base_url).rstrip("/")
     key = request.query_params.get("key") if request.app.state.settings.api_key else None
     return HTMLResponse(guide_for(graph, base, trace, key))
+
+
+def guide_for(graph: Graph, base_url: str, trace: str | None, key: str | None = None) -> str:
+    """The guide as the route sends it: the trace list, or ``trace``'s guide."""
+    known = guide_inputs(graph, trace)
+    if known.facts is None:
+        return render_guide(base_url, known.traces, None, asked=trace, key=key)
+    return render_guide(
+        base_url,
+        known.traces,
+        known.facts,
+        analyses=known.analyses,
+        unavailable=known.unavailable,
+        values=known.values,
+        key=key,
+    )
 
 
 def grass() -> PlainTextResponse:
@@ -148,60 +163,6 @@ router.add_api_route("/browser/tracegraph.grass", grass, methods=["HEAD"], inclu
 
 def style_sheet() -> str:
     return resources.files("tracegraph.cypher").joinpath("tracegraph.grass").read_text(encoding="utf-8")
-
-
-# -- what the guide needs to know about a trace --------------------------------
-
-# Values for required parameters that no default can give, picked from the
-# trace so that the slide shows something: the heaviest op on the critical
-# path (fewest namesakes first: a neighborhood of one op reads best), and
-# the moment of the largest allocator's peak.
-_OP = """MATCH (o:Op {trace: $trace})
-WHERE o.cp_step IS NOT NULL
-WITH o ORDER BY o.path_weight_us DESC, o.cp_step LIMIT 25
-MATCH (same:Op {trace: $trace, name: o.name})
-WITH o, count(same) AS namesakes
-RETURN o.name ORDER BY namesakes, o.path_weight_us DESC, o.cp_step LIMIT 1"""
-_PEAK_AT = """MATCH (m:Allocator {trace: $trace})
-WHERE m.peak_bytes IS NOT NULL
-RETURN m.peak_us ORDER BY m.peak_bytes DESC, m.name LIMIT 1"""
-_SAMPLES = {"op": _OP, "at_us": _PEAK_AT}
-
-
-def guide_for(graph: Graph, base_url: str, trace: str | None, key: str | None = None) -> str:
-    """The guide as the route sends it: the trace list, or ``trace``'s guide."""
-    traces = graph.list_traces()
-    facts = next((t for t in traces if t["trace"] == trace), None)
-    if trace is None or facts is None:
-        return render_guide(base_url, traces, None, asked=trace, key=key)
-    values = trace_values(graph, facts, traces)
-    analyses: list[Analysis] = []
-    missing: list[tuple[Analysis, str]] = []
-    for a in catalog().values():
-        # The traces it reads: ``trace`` and the baseline of a diff.
-        read = {p.name: trace if p.name == "trace" else values["base"] for p in a.params if p.is_trace}
-        why = unavailable(graph, a, read)
-        if why is None:
-            analyses.append(a)
-        else:
-            missing.append((a, why.reason))
-    return render_guide(base_url, traces, facts, analyses=analyses, unavailable=missing, values=values, key=key)
-
-
-def trace_values(graph: Graph, facts: dict[str, Any], traces: list[dict[str, Any]]) -> dict[str, Any]:
-    """Values for the required parameters of ``facts``'s trace: ``op``,
-    ``at_us`` (None when the trace has none) and ``base``, the baseline of
-    the diffs: another trace of the same framework, else any other, else
-    the trace itself (a diff of nothing)."""
-    trace = facts["trace"]
-    out: dict[str, Any] = {}
-    for name, query in _SAMPLES.items():
-        rows = graph.run(query, {"trace": trace}, trace=trace).rows
-        out[name] = rows[0][0] if rows else None
-    others = [t for t in traces if t["trace"] != trace and t.get("has_times")]
-    same = [t for t in others if t.get("framework") == facts.get("framework")]
-    out["base"] = (same or others or [facts])[0]["trace"]
-    return out
 
 
 # -- rendering -------------------------------------------------------------------
