@@ -633,7 +633,9 @@ def threads_for(n_files: int) -> int:
 class PreparedJob:
     """A job surveyed and planned (rounds 1 and 2): everything that can fail
     on the input is behind it, nothing is written yet. Its ranks' tables
-    wait in ``spill_dir`` (removed once stored, or when this is dropped)."""
+    wait in ``spill_dir`` (removed by :meth:`close`, or when this is
+    dropped: a prepared job may be stored more than once, e.g. on two
+    databases)."""
 
     paths: list[Path]
     sources: list[str]
@@ -663,7 +665,7 @@ def prepare_job(
         named = numbering(paths, [header_rank(p) for p in paths])
         with ThreadPoolExecutor(threads_for(len(paths)), thread_name_prefix="tracegraph-rank") as pool:
             calls = [(i, p, r, True, spill_dir) for i, (p, r) in enumerate(zip(paths, named))]
-            surveys = _each(pool, lambda a: done(survey_rank(*a), sizes[a[0]]), calls)
+            surveys = _each(pool, lambda a: _surveyed(done(survey_rank(*a), sizes[a[0]])), calls)
         # a rank named only after the events (the file's trailer) was unknown
         # when the others were numbered: number again, redo the files it moves
         final = numbering(paths, [s.shell.rank if s.shell.named else None for s in surveys])
@@ -680,6 +682,12 @@ def prepare_job(
     return PreparedJob(
         paths, sources or [str(p) for p in paths], surveys, job, spill_dir, {"parse_s": time.perf_counter() - t0}
     )
+
+
+def _surveyed(survey: RankSurvey) -> RankSurvey:
+    if survey.index == 0:  # once: tests stop the process here (Ctrl-C while the ranks are read)
+        checkpoint("rank-surveyed")
+    return survey
 
 
 def store_job(
@@ -708,8 +716,9 @@ def store_job(
         except BaseException:
             load.abort()
             raise
-    finally:
-        job.close()
+    finally:  # this store's own spills (the ranks' tables stay for another store)
+        for spill in [*job.spill_dir.glob("graph-*.pickle"), *job.spill_dir.glob("inject-*.pickle")]:
+            spill.unlink(missing_ok=True)
     return counts, props, timings
 
 

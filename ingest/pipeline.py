@@ -344,12 +344,12 @@ def ingest(
     source_names: dict[str, str] | None = None,
 ) -> IngestReport:
     """Parse and validate everything first; only then write, atomically."""
-    return store(
-        graph,
-        prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress),
-        replace=replace,
-        progress=progress,
-    )
+    prepared = prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress)
+    try:
+        return store(graph, prepared, replace=replace, progress=progress)
+    finally:
+        if prepared.job is not None:  # its spill files now, not when it is collected
+            prepared.job.close()
 
 
 # What a trace file's name ends with, besides the trace's own name.
