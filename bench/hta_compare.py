@@ -29,6 +29,16 @@ and comm/comp overlap; tracegraph's ingest as one trace,
 trace by replicating the events of a real one (HTA's alexnet test trace by
 default) shifted in time, one copy after the other, with fresh correlation
 ids, so that both tools read a realistic trace of the asked size.
+
+``python -m bench.hta_compare job OUTDIR --ranks 64 --mb 16 [SRC...]``
+writes a job of ``--ranks`` rank files the same way: each source rank file
+(PARAM's 8-rank DLRM job by default) replicated to ``--mb`` MB as ``big``
+does, then copied until there are ``--ranks`` files, copy ``k`` of source
+``r`` being rank ``k * len(SRC) + r`` of ``world_size`` ``--ranks`` (its
+``distributedInfo`` rewritten; the events unchanged: the DLRM kernels name
+no process group, so every rank is one group, the default one). Copies of
+one source are the same ranks' work on other hosts: same timestamps, same
+device ids. ``report-job HTA.json TG.json...`` prints the jobs side by side.
 """
 
 from __future__ import annotations
@@ -305,10 +315,13 @@ def report(hta: dict, tg: dict) -> str:
 # --- a big trace -----------------------------------------------------------------------------------
 
 
-def big(src: Path, out: Path, mb: float) -> None:
-    """Replicate ``src``'s events until the JSON text reaches ``mb`` MB."""
+def big(src: Path, out: Path, mb: float, info: dict | None = None) -> None:
+    """Replicate ``src``'s events until the JSON text reaches ``mb`` MB
+    (``info`` updates its header's ``distributedInfo``)."""
     with gzip.open(src, "rt") as f:
         doc = json.load(f)
+    if info is not None:
+        doc["distributedInfo"] = dict(doc.get("distributedInfo") or {}, **info)
     events = [e for e in doc["traceEvents"] if e.get("ph") != "M" and e.get("cat") != "Trace"]
     meta = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
     start = min(e["ts"] for e in events if "ts" in e)
@@ -350,6 +363,65 @@ def big(src: Path, out: Path, mb: float) -> None:
     )
 
 
+EVENTS_KEY = ', "traceEvents": ['  # how ``big`` ends its header, before the events
+
+
+def job(srcs: list[Path], outdir: Path, ranks: int, mb: float) -> None:
+    """A job of ``ranks`` rank files made from ``srcs`` (see the module's
+    docstring): each source replicated by :func:`big` once, its copies
+    written with only the header's rank changed."""
+    if ranks % len(srcs):
+        raise SystemExit(f"--ranks {ranks} is not a multiple of the {len(srcs)} source files")
+    outdir.mkdir(parents=True, exist_ok=True)
+    width = len(str(ranks - 1))
+    for r, src in enumerate(srcs):
+        first = outdir / f"rank{r:0{width}d}_{src.name}"
+        big(src, first, mb, {"rank": r, "world_size": ranks})
+        with gzip.open(first, "rt") as f:
+            text = f.read()
+        head, sep, events = text.partition(EVENTS_KEY)
+        header = json.loads(head + "}")
+        for k in range(1, ranks // len(srcs)):
+            rank = k * len(srcs) + r
+            header["distributedInfo"] = dict(header["distributedInfo"], rank=rank)
+            with gzip.open(outdir / f"rank{rank:0{width}d}_{src.name}", "wt", compresslevel=1) as f:
+                f.write(json.dumps(header)[:-1] + sep)
+                f.write(events)
+    print(f"{outdir}: {ranks} rank files from {len(srcs)} sources, ~{mb:g} MB each", file=sys.stderr)
+
+
+def report_job(pairs: list[tuple[dict, dict]], names: list[str]) -> str:
+    """The jobs side by side: seconds, HTA's time over tracegraph's, the
+    peaks (client, largest worker, server) and the overlap shares' largest
+    difference; then each job's time and client peak over the first's."""
+    lines = [
+        "| job | HTA load + kernels + overlap (s) | tracegraph ingest + kernels + overlap + job analyses (s) | "
+        "HTA / tracegraph | HTA peak MB (+ worker) | tracegraph peak MB (+ worker, + server) | overlap share max diff |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    totals = []
+    for name, (h, t) in zip(names, pairs, strict=True):
+        hs = h["load_s"] + h["kernel_breakdown_s"] + h["overlap_s"]
+        ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["overlap_s"] + t["job_analyses_s"]
+        totals.append((hs, ts, t["ingest_s"], h["peak_mb"], t["peak_mb"]))
+        diff = max(
+            (abs(v - (t["overlap_share"].get(k) or 0.0)) for k, v in h["overlap_share"].items()), default=float("nan")
+        )
+        lines.append(
+            f"| {name} | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + {h['overlap_s']:.2f} = {hs:.2f} | "
+            f"{t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + {t['overlap_s']:.2f} + "
+            f"{t['job_analyses_s']:.2f} = {ts:.2f} | {hs / ts:.2f}x | {h['peak_mb']:,.0f} (+{h['worker_peak_mb']:,.0f}) | "
+            f"{t['peak_mb']:,.0f} (+{t['worker_peak_mb']:,.0f}, +{t['server_peak_mb']:,.0f}) | {diff:.5f} |"
+        )
+    base = totals[0]
+    for name, (hs, ts, ti, hp, tp) in zip(names[1:], totals[1:], strict=True):
+        lines.append(
+            f"\n{name} / {names[0]}: time HTA {hs / base[0]:.2f}x, tracegraph {ts / base[1]:.2f}x "
+            f"(ingest alone {ti / base[2]:.2f}x); client peak HTA {hp / base[3]:.2f}x, tracegraph {tp / base[4]:.2f}x"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.hta_compare")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -364,6 +436,16 @@ def main(argv=None) -> int:
     s.add_argument("out")
     s.add_argument("--mb", type=float, default=100)
     s.add_argument("--src", default=str(ROOT / "tests" / "data" / "hta" / "alexnet.json.gz"))
+    s = sub.add_parser("job")
+    s.add_argument("outdir")
+    s.add_argument(
+        "srcs", nargs="*", default=sorted(map(str, (ROOT / "tests" / "data" / "nccl_dlrm").glob("*.json.gz")))
+    )
+    s.add_argument("--ranks", type=int, default=64)
+    s.add_argument("--mb", type=float, default=16)
+    s = sub.add_parser("report-job", help="HTA.json TG.json pairs, one per job, the first the baseline")
+    s.add_argument("files", nargs="+")
+    s.add_argument("--names", nargs="+")
     a = p.parse_args(argv)
     if a.cmd == "hta":
         Path(a.out).write_text(json.dumps(run_hta(a.traces), indent=1))
@@ -375,6 +457,12 @@ def main(argv=None) -> int:
         Path(a.out).write_text(json.dumps(run_tracegraph_job(a.traces), indent=1))
     elif a.cmd == "report":
         print(report(json.loads(Path(a.hta).read_text()), json.loads(Path(a.tg).read_text())))
+    elif a.cmd == "job":
+        job([Path(x) for x in a.srcs], Path(a.outdir), a.ranks, a.mb)
+    elif a.cmd == "report-job":
+        docs = [json.loads(Path(f).read_text()) for f in a.files]
+        pairs = list(zip(docs[::2], docs[1::2]))
+        print(report_job(pairs, a.names or [f"job {i + 1}" for i in range(len(pairs))]))
     else:
         big(Path(a.src), Path(a.out), a.mb)
     return 0
