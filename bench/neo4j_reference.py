@@ -2,6 +2,7 @@
 and the first trace into an empty database against the next one.
 
     python -m bench.neo4j_reference --db bolt://127.0.0.1:7687 [--ops 10000] [--repeat 3] [--fresh]
+    python -m bench.neo4j_reference --db bolt://127.0.0.1:7687 --trace FILE... [--repeat 3]
 
 ``--fresh`` (a scratch server only: it drops every trace there) first
 empties the database and its plan cache (``db.clearQueryCaches()``: what
@@ -10,7 +11,8 @@ first (into the empty database, every plan made on empty statistics)
 against the second (into a database holding one).
 
 Both write the same tables (the ones tracegraph stores for a generated
-TF step of ``--ops`` ops, bench/generate.py) into the same server:
+TF step of ``--ops`` ops, bench/generate.py, or with ``--trace`` for the
+files given, any trace tracegraph ingests) into the same server:
 
 * the reference: per label ``UNWIND $rows AS r CREATE (n:Label) SET n = r``
   with one map per row, then per relationship type ``UNWIND $rows AS r
@@ -25,11 +27,19 @@ For each it prints graph elements (nodes + relationships, membership
 included) per second over the best of ``--repeat`` runs, and the ratio.
 Only what happens after parsing and enrichment is timed (both start from
 the same in-memory tables).
+
+With ``--trace`` a third line times what ``tracegraph ingest`` does with
+the files: parse, enrichment and write together, the same graph elements
+(checked by their counts). A job's rank files are held whole for the
+tables the two loaders write (``TRACEGRAPH_STREAM_JOBS=0``: every rank's
+tables joined and enriched as one trace, the rows the streamed write
+stores), while the ingest streams them rank by rank.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -64,7 +74,8 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
     for r in tables.rels:
         src, dst = r.ends()
         keep = (src >= 0) & (dst >= 0)
-        props = row_dicts(r.frame.where(keep), r.columns, tables.int_columns)
+        # a table without property columns: one empty map a row (row_dicts gives no rows)
+        props = row_dicts(r.frame.where(keep), r.columns, tables.int_columns) or [{}] * int(keep.sum())
         rows = [
             {"src": a, "dst": b, "props": p}
             for a, b, p in zip(
@@ -127,24 +138,47 @@ def first_trace(graph: Any, tables: Any, elements: int) -> None:
         graph.drop_trace(name)
 
 
+def trace_tables(paths: list[Path]) -> Any:
+    """The tables tracegraph stores for ``paths``, a job's ranks held whole."""
+    from tracegraph.ingest import pipeline
+
+    was = os.environ.get(pipeline.STREAM_ENV)
+    os.environ[pipeline.STREAM_ENV] = "0"
+    try:
+        prepared = pipeline.prepare(paths, "bench-tables")
+    finally:
+        if was is None:
+            del os.environ[pipeline.STREAM_ENV]
+        else:
+            os.environ[pipeline.STREAM_ENV] = was
+    assert prepared.tables is not None
+    return prepared.tables
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--db", required=True, help="a Neo4j URI (bolt://...); the traces it writes are removed after")
     p.add_argument("--ops", type=int, default=10_000)
+    p.add_argument("--trace", nargs="+", type=Path, help="the tables of these files' trace instead of a TF step")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fresh", action="store_true", help="also time the first trace into an emptied database")
     args = p.parse_args(argv)
 
     from tracegraph.db.connect import open_graph
-    from tracegraph.ingest.pipeline import parse_files, tables_of
+    from tracegraph.ingest.pipeline import ingest, parse_files, tables_of
 
     graph = open_graph(args.db)
     assert graph.backend == "neo4j", "--db must name a Neo4j server"
     graph.ensure_schema()  # type: ignore[attr-defined]
-    with tempfile.TemporaryDirectory() as tmp:
-        files = generate.write(generate.generate(args.ops, seed=0), Path(tmp))
-        tf = parse_files([files["binary"]])
-        tables = tables_of(tf)
+    if args.trace:
+        tables = trace_tables(args.trace)
+        what = f"{', '.join(p.name for p in args.trace[:2])}{', ...' if len(args.trace) > 2 else ''}"
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            files = generate.write(generate.generate(args.ops, seed=0), Path(tmp))
+            tf = parse_files([files["binary"]])
+            tables = tables_of(tf)
+        what = f"{args.ops:,} ops"
     elements = (
         tables.elements()
         + 1
@@ -158,15 +192,19 @@ def main(argv: list[str] | None = None) -> int:
     graph.store_trace("bench-warm", tables)
     graph.run("CALL db.clearQueryCaches()", write=True)
     best: dict[str, float] = {}
+    names = ("reference", "tracegraph", "ingest") if args.trace else ("reference", "tracegraph")
     for run in range(args.repeat):
-        for name in ("reference", "tracegraph"):
+        for name in names:
             trace = f"bench-{name}-{run}"
             t0 = time.perf_counter()
             if name == "reference":
                 n = reference_load(graph._driver, graph._database, trace, tables)  # type: ignore[attr-defined]
                 assert n == elements, (n, elements)
-            else:
-                graph.store_trace(trace, tables)
+            elif name == "tracegraph":
+                stored = graph.store_trace(trace, tables)
+            else:  # the same graph, every label's and type's count
+                streamed = ingest(graph, args.trace, trace).counts
+                assert streamed == stored, (streamed, stored)
             took = time.perf_counter() - t0
             best[name] = min(best.get(name, took), took)
             print(f"run {run + 1}: {name:10s} {took:6.2f} s  {elements / took:10,.0f} elements/s", flush=True)
@@ -176,11 +214,17 @@ def main(argv: list[str] | None = None) -> int:
                 graph.drop_trace(trace)
     graph.drop_trace("bench-warm")
     ref, ours = elements / best["reference"], elements / best["tracegraph"]
-    print(f"\n{args.ops:,} ops, {elements:,} graph elements, best of {args.repeat}:")
+    print(f"\n{what}, {elements:,} graph elements, best of {args.repeat}:")
     print(f"  reference loader  {best['reference']:6.2f} s  {ref:10,.0f} elements/s")
     print(
         f"  tracegraph        {best['tracegraph']:6.2f} s  {ours:10,.0f} elements/s  ({ours / ref:.2f}x the reference)"
     )
+    if args.trace:
+        whole = elements / best["ingest"]
+        print(
+            f"  ingest from the files (parse, enrich, write)  {best['ingest']:6.2f} s  {whole:10,.0f} elements/s  "
+            f"({whole / ref:.2f}x the reference)"
+        )
     graph.close()
     return 0
 

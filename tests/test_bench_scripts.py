@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import NEO4J_URI
 
 from tracegraph.ingest import parallel
 
@@ -102,3 +103,61 @@ def test_hta_compare_job_agrees_with_htas_overlap(tmp_path):
     assert got.keys() == hta.keys() and len(hta) == 8
     for rank, share in hta.items():
         assert got[rank] == pytest.approx(share, abs=1e-4), rank
+
+
+DLRM = sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz"))
+
+
+def _events(path: Path) -> tuple[dict, list[str]]:
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    return doc, sorted(json.dumps(e, sort_keys=True) for e in doc.pop("traceEvents"))
+
+
+def test_hta_compare_job_is_one_job_of_renumbered_ranks(tmp_path):
+    """bench.hta_compare job --ranks 16 on the 8 DLRM rank files (--mb 0:
+    one copy of each file's events): 16 files naming ranks 0..15 of a world
+    of 16, copy k of source r being rank 8k + r with r's events unchanged
+    (the profiler's own "Trace" span left out, as ``big`` does)."""
+    out = tmp_path / "job"
+    proc = _bench("bench.hta_compare", "job", str(out), "--ranks", "16", "--mb", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(out.glob("*.json.gz"))
+    assert len(files) == 16
+    seen = {}
+    for f in files:
+        doc, events = _events(f)
+        seen[doc["distributedInfo"]["rank"]] = (doc["distributedInfo"], events, f.name)
+    assert sorted(seen) == list(range(16))
+    for rank, (info, events, name) in seen.items():
+        src = DLRM[rank % 8]
+        doc, want = _events(src)
+        assert info == dict(doc["distributedInfo"], rank=rank, world_size=16)
+        assert name.endswith(src.name)
+        assert events == [e for e in want if json.loads(e).get("cat") != "Trace"]
+
+
+@pytest.mark.slow
+def test_neo4j_reference_on_a_job(tmp_path, session_graph):
+    """bench.neo4j_reference --trace on the 8 DLRM rank files: the three
+    loaders write as many elements as the job's graph holds once ingested
+    (its nodes, and its relationships, Trace membership included)."""
+    if session_graph.backend != "neo4j":
+        pytest.skip("a Neo4j test")
+    from tracegraph.ingest.pipeline import ingest
+
+    proc = _bench(
+        "bench.neo4j_reference", "--db", NEO4J_URI, "--trace", *map(str, DLRM), "--repeat", "1", tmp_path=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    total = next(line for line in proc.stdout.splitlines() if " graph elements, best of 1" in line)
+    elements = int(total.split(", ")[-2].split()[0].replace(",", ""))
+    loaders = [line.split("  ")[1] for line in proc.stdout.splitlines() if line.startswith("  ")]
+    assert loaders == ["reference loader", "tracegraph", "ingest from the files (parse, enrich, write)"]
+    ingest(session_graph, DLRM, "bench-count", replace=True)
+    try:
+        nodes = session_graph.run("MATCH (n {trace: 'bench-count'}) RETURN count(n)").rows[0][0]
+        rels = session_graph.run("MATCH (n {trace: 'bench-count'})-[r]->() RETURN count(r)").rows[0][0]
+    finally:
+        session_graph.drop_trace("bench-count")
+    assert elements == nodes + rels
