@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench import generate
 
 BATCH = 10_000
@@ -89,23 +91,29 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
         for i in range(0, len(rows), BATCH):
             batch(query, rows[i : i + BATCH])
         written += len(rows)
+    # Membership in batches too (one transaction for a big job's ops runs
+    # out of the server's transaction memory).
+    sizes = {t.label: t.frame.n for t in tables.nodes}
     for rel, label in tables.membership:
-        with driver.session(database=database) as s:
-            n = s.run(
-                f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) MATCH (n:{label} {{trace: $trace}}) "
-                f"CREATE (t)-[:{rel}]->(n) RETURN count(*) AS c",
-                trace=trace,
-            ).single()["c"]
-        written += n
+        uids = take(uid_of[label], np.arange(sizes[label], dtype=np.int64)).tolist()
+        query = (
+            f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) UNWIND $rows AS u "
+            f"MATCH (n:{label} {{trace: $trace, uid: u}}) CREATE (t)-[:{rel}]->(n)"
+        )
+        for i in range(0, len(uids), BATCH):
+            batch(query, uids[i : i + BATCH])
+        written += len(uids)
     return written
 
 
 def delete(graph: Any, trace: str) -> None:
     from tracegraph.db.base import LABELS
 
-    for label in LABELS:
+    # The Trace node last: before its members go, it holds a relationship
+    # to each of them, too many to detach in one transaction.
+    for label in [*LABELS[1:], LABELS[0]]:
         while graph.run(
-            f"MATCH (n:{label} {{trace: $trace}}) WITH n LIMIT 20000 DETACH DELETE n RETURN count(*)",
+            f"MATCH (n:{label} {{trace: $trace}}) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*)",
             {"trace": trace},
             write=True,
         ).rows[0][0]:
