@@ -170,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", nargs="+", type=Path, help="the tables of these files' trace instead of a TF step")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fresh", action="store_true", help="also time the first trace into an emptied database")
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave every trace written (a scratch server, wiped after: deleting a big job's reference copy in "
+        "batches ran out of a 1 GB server's transaction memory); each loader then writes beside the ones before",
+    )
     args = p.parse_args(argv)
 
     from tracegraph.db.connect import open_graph
@@ -216,11 +222,14 @@ def main(argv: list[str] | None = None) -> int:
             took = time.perf_counter() - t0
             best[name] = min(best.get(name, took), took)
             print(f"run {run + 1}: {name:10s} {took:6.2f} s  {elements / took:10,.0f} elements/s", flush=True)
+            if args.keep:
+                continue
             if name == "reference":
                 delete(graph, trace)
             else:
                 graph.drop_trace(trace)
-    graph.drop_trace("bench-warm")
+    if not args.keep:
+        graph.drop_trace("bench-warm")
     ref, ours = elements / best["reference"], elements / best["tracegraph"]
     print(f"\n{what}, {elements:,} graph elements, best of {args.repeat}:")
     print(f"  reference loader  {best['reference']:6.2f} s  {ref:10,.0f} elements/s")
