@@ -45,6 +45,7 @@ from tracegraph.db.base import (
     Link,
     NodeRefs,
     NodeTable,
+    PartWriter,
     Progress,
     TraceTables,
     check_trace_name,
@@ -302,9 +303,19 @@ class Neo4jLoad:
 
     def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
         tables = as_tables(tables)
-        _load(self.publisher, self.target, tables, progress)
+        write_part(self.publisher, self.target, tables, progress)
         self.parts.append({})
         return len(self.parts) - 1
+
+    def share(self, count: int) -> list[PartWriter]:
+        """The next ``count`` parts, each written by whichever process it is
+        sent to (:mod:`tracegraph.db.neo4j_shared`)."""
+        from tracegraph.db.neo4j_shared import SharedPart
+
+        g = self.publisher.graph
+        first = len(self.parts)
+        self.parts += [{} for _ in range(count)]
+        return [SharedPart(g._uri, g._auth, g._database, self.target, first + k) for k in range(count)]
 
     def link(self, links: list[Link], progress: Progress | None = None) -> None:
         for ln in links:
@@ -395,7 +406,7 @@ class _Lease:
             self.session.close()
 
 
-def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> None:
+def write_part(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> None:
     """The passes of :mod:`load_plan` as ``UNWIND`` batches of positional
     rows (a null is a property not set), the other ends of relationships
     found through the (trace, uid) constraint's index. The batches of a
