@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracegraph.db.base import CLUSTER_REFUSED, Load, PartWriter
+from tracegraph.db.base import Load, PartWriter
 from tracegraph.errors import UserError, first_line
 
 if TYPE_CHECKING:
@@ -47,12 +47,6 @@ ROUNDS = {"survey_rank": "reading", "write_rank": "writing", "inject_rank": "wal
 
 class Stopped(Exception):
     """A task not started because another task of its round failed."""
-
-
-def check_database(backend: str) -> None:
-    """Refuse a cluster for an engine whose loads it cannot write into."""
-    if backend != "neo4j":
-        raise UserError(CLUSTER_REFUSED)
 
 
 class Cluster:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracegraph.db.base import Graph
+from tracegraph.db.base import Graph, check_cluster_target
 from tracegraph.ingest import formats
 from tracegraph.queries.traces import summary
 from tracegraph.queries.types import IngestResult
@@ -67,6 +67,6 @@ def cluster(spec: Any, backend: str, scratch: Path | None = None) -> Iterator[Cl
     line for one its workers cannot write into, before any work."""
     from tracegraph.ingest import cluster as dask
 
-    dask.check_database(backend)
+    check_cluster_target(backend)
     with dask.connect(spec, scratch) as ranks:
         yield ranks

@@ -125,3 +125,20 @@ def test_a_cluster_is_offered_a_job_of_rank_files_only(local2):
 
     with pytest.raises(UserError, match="rank files of a PyTorch profiler"):
         prepare([SEED_STEPSTATS], "x", ranks=local2)
+
+
+@needs_neo4j
+def test_the_cli_and_the_python_api_take_a_cluster(neo, local2, tmp_path: Path):
+    """``--cluster tcp://...`` (the running cluster's scheduler): the trace
+    stored, the dashboard's link printed; ``g.ingest(..., cluster=client)``."""
+    import tracegraph
+
+    address = local2.client.scheduler.address
+    args = ["ingest", *map(str, JOBS["ddp"]), "--trace", "cl-cli", "--cluster", address]
+    proc = run_cli(*args, home=tmp_path, db=NEO4J_URI, check=True)
+    assert "Dask dashboard: http" in proc.stderr, proc.stderr
+    assert proc.stdout.startswith("trace cl-cli: "), proc.stdout
+    with tracegraph.connect(NEO4J_URI) as g:
+        g.ingest(JOBS["ddp"], "cl-python", cluster=local2.client)
+    assert stored(neo, "cl-python") == stored(neo, "cl-cli")
+    assert [r for r, _ in _ranks(neo, "cl-python")] == [0, 1, 2, 3]

@@ -51,6 +51,13 @@ CLUSTER_REFUSED = (
 )
 
 
+def check_cluster_target(backend: str) -> None:
+    """Refuse, before any work, a cluster for a database its workers cannot
+    write into (only Neo4j's loads can be shared: :meth:`Load.share`)."""
+    if backend != "neo4j":
+        raise BadRequest(CLUSTER_REFUSED)
+
+
 def check_trace_name(name: str) -> None:
     """The one rule for trace names, everywhere (CLI, HTTP, storage).
 
