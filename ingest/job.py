@@ -679,7 +679,9 @@ class Threads:
 class PreparedJob:
     """A job surveyed and planned (rounds 1 and 2): everything that can fail
     on the input is behind it, nothing is written yet. Its ranks' tables
-    wait in ``spill_dir`` (removed once stored, or when this is dropped)."""
+    wait in ``spill_dir`` (removed by :meth:`close`, or when this is
+    dropped: a prepared job may be stored more than once, e.g. on two
+    databases)."""
 
     paths: list[Path]
     sources: list[str]
@@ -715,7 +717,7 @@ def prepare_job(
         done = _Counter(report, "parse", sum(sizes))
         named = numbering(paths, [header_rank(p) for p in paths])
         calls = [(i, p, r, True, spill_dir) for i, (p, r) in enumerate(zip(paths, named))]
-        surveys = ranks.map(survey_rank, calls, lambda k: done(None, sizes[k]))
+        surveys = ranks.map(survey_rank, calls, lambda k: _surveyed(k, done, sizes[k]))
         # a rank named only after the events (the file's trailer) was unknown
         # when the others were numbered: number again, redo the files it moves
         final = numbering(paths, [s.shell.rank if s.shell.named else None for s in surveys])
@@ -732,6 +734,13 @@ def prepare_job(
     return PreparedJob(
         paths, sources or [str(p) for p in paths], surveys, job, spill_dir, {"parse_s": time.perf_counter() - t0}, ranks
     )
+
+
+def _surveyed(index: int, done: _Counter, size: int) -> None:
+    """Rank file ``index`` (``size`` bytes) surveyed, in this process."""
+    done(None, size)
+    if index == 0:  # once: tests stop the process here (Ctrl-C while the ranks are read)
+        checkpoint("rank-surveyed")
 
 
 def store_job(
@@ -760,8 +769,9 @@ def store_job(
         except BaseException:
             load.abort()
             raise
-    finally:
-        job.close()
+    finally:  # this store's own spills (the ranks' tables stay for another store)
+        for spill in [*job.spill_dir.glob("graph-*.pickle"), *job.spill_dir.glob("inject-*.pickle")]:
+            spill.unlink(missing_ok=True)
     return counts, props, timings
 
 

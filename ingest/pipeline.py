@@ -350,12 +350,12 @@ def ingest(
     ranks: Ranks | None = None,
 ) -> IngestReport:
     """Parse and validate everything first; only then write, atomically."""
-    return store(
-        graph,
-        prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress, ranks=ranks),
-        replace=replace,
-        progress=progress,
-    )
+    prepared = prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress, ranks=ranks)
+    try:
+        return store(graph, prepared, replace=replace, progress=progress)
+    finally:
+        if prepared.job is not None:  # its spill files now, not when it is collected
+            prepared.job.close()
 
 
 # What a trace file's name ends with, besides the trace's own name.

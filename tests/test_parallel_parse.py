@@ -349,11 +349,14 @@ def test_ctrl_c_while_the_workers_start(helpers, tmp_path):
         parent.wait()
 
 
-def test_ctrl_c_stops_an_ingest_and_leaves_nothing_behind(tmp_path):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_ctrl_c_stops_an_ingest_and_leaves_nothing_behind(tmp_path, streamed):
     """``tracegraph ingest`` of a run's rank files, Ctrl-C while its
-    workers start: it says so and exits 130 at once, its worker is gone,
-    and no trace was stored (the database is not even opened before the
-    files are read)."""
+    workers start (the job held whole: worker processes) or once its
+    first rank is read (the job streamed rank by rank: threads): it says
+    so and exits 130 at once, its worker is gone, its ranks' spill files
+    too, and no trace was stored (the database is not even opened before
+    the files are read)."""
     import signal
     import subprocess
     import sys
@@ -362,7 +365,18 @@ def test_ctrl_c_stops_an_ingest_and_leaves_nothing_behind(tmp_path):
     from conftest import cli_env
 
     home = tmp_path / "home"
-    env = cli_env(home, env={"TRACEGRAPH_PAUSE_AT": "worker-started", "TRACEGRAPH_PARSE_WORKERS": "2"})
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    pause = "rank-surveyed" if streamed else "worker-started"
+    env = cli_env(
+        home,
+        env={
+            "TRACEGRAPH_PAUSE_AT": pause,
+            "TRACEGRAPH_PARSE_WORKERS": "2",
+            "TRACEGRAPH_STREAM_JOBS": "1" if streamed else "0",
+            "TMPDIR": str(tmp),
+        },
+    )
     script = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
     script += "from tracegraph.cli import main; sys.exit(main(sys.argv[1:]))"
     args = ["ingest", *map(str, DLRM[:4]), "--trace", "dlrm"]
@@ -370,14 +384,16 @@ def test_ctrl_c_stops_an_ingest_and_leaves_nothing_behind(tmp_path):
     try:
         deadline = time.monotonic() + 120
         _wait_until(lambda: process_state(cli.pid) == "T", deadline)
-        (worker,) = _children(cli.pid)
+        workers = _children(cli.pid)
+        assert len(workers) == (0 if streamed else 1)  # the streamed job reads its ranks in threads
         cli.send_signal(signal.SIGINT)
         cli.send_signal(signal.SIGCONT)
         assert cli.wait(timeout=120) == 130
         assert cli.stderr.read() == "tracegraph: interrupted\n"
-        _wait_until(lambda: not _alive(worker), deadline)
-        assert not _alive(worker)
+        _wait_until(lambda: not any(map(_alive, workers)), deadline)
+        assert not any(map(_alive, workers))
         assert not (home / "falkordb").exists()  # nothing was stored: the database was never started
+        assert list(tmp.iterdir()) == []  # nor left in temporary files
     finally:
         cli.kill()
         cli.wait()
