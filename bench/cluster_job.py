@@ -64,15 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=16)
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args(argv)
-    from bench.hta_compare import big
+    from bench.rank_parse import dlrm_job
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for src in sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz")):
-        dst = args.out / src.name
-        if not dst.exists():
-            big(src, dst, args.mb)
-        paths.append(dst)
+    paths = dlrm_job(args.out, args.mb)
     print(f"{len(paths)} rank files, {sum(q.stat().st_size for q in paths) / 1e6:.0f} MB gzipped, into {args.db}")
     runs = {}
     for what, spec in (("one process", "-"), (f"local:{args.workers}", f"local:{args.workers}")):
