@@ -11,10 +11,13 @@ guarantees hold: nothing is visible before ``finish``; ``abort`` deletes
 every part, wherever it was written from.
 
 A part is written only while its load is: the Trace node under the load's
-name must still say ``loading`` when the part starts (a part of a load
-given up is not written). The client aborts only once every task it sent
-has ended (:mod:`tracegraph.ingest.cluster`), so nothing is still being
-written while the abort deletes.
+name must still say ``loading`` when the part starts and after each of its
+batches (a part of a load given up stops). The client aborts only once
+every task it sent has ended (:mod:`tracegraph.ingest.cluster`), so
+nothing is still being written while the abort deletes; if the client
+itself dies, the next sweep deletes its load, and a worker still writing
+stops at its next batch (the batches already in flight, at most
+``IN_FLIGHT``, may then be left behind under the load's name).
 """
 
 from __future__ import annotations
@@ -52,12 +55,18 @@ class SharedPart:
         from tracegraph.db.neo4j_publish import Publisher, write_part
 
         graph = _graph(self.uri, self.auth, self.database)
-        res = graph.run(
-            "MATCH (t:Trace {trace: $target, uid: 'trace'}) RETURN t.status", {"target": self.target}, write=True
-        )
-        if not res.rows or res.rows[0][0] != "loading":
-            raise DatabaseError(f"the load {self.target!r} was given up; part {self.index} not written")
-        write_part(Publisher(graph), self.target, as_tables(tables), progress)
+
+        def alive(done: int, total: int) -> None:
+            res = graph.run(
+                "MATCH (t:Trace {trace: $target, uid: 'trace'}) RETURN t.status", {"target": self.target}, write=True
+            )
+            if not res.rows or res.rows[0][0] != "loading":
+                raise DatabaseError(f"the load {self.target!r} was given up; its part {self.index} stops")
+            if progress is not None:
+                progress(done, total)
+
+        alive(0, 0)
+        write_part(Publisher(graph), self.target, as_tables(tables), alive)
         return self.index
 
 
