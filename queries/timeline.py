@@ -95,31 +95,35 @@ def read_marked(
 
 def read_collectives(graph: Graph, trace: str, timeout_ms: int | None = None) -> list[lanes.CollectiveCall]:
     """Every call that JOINS a collective of the trace (none for a trace of one rank)."""
-    out: list[lanes.CollectiveCall] = []
-    for label, is_kernel in (("Op", False), ("Kernel", True)):
-        rows = graph.run(
-            f"MATCH (n:{label})-[j:JOINS]->(c:Collective {{trace: $trace}}) "
-            "RETURN c.seq, c.name, c.process_group, c.last_rank, c.caused_us, c.last_arrival_us, "
-            "j.rank, j.wait_us, n.name, n.start_us, n.end_us",
-            trace=trace,
-            timeout_ms=timeout_ms,
-        ).rows
-        out += [(*row, is_kernel) for row in rows]
-    return out
+    return _ops_then_kernels(
+        graph,
+        trace,
+        "MATCH (n:{label})-[j:JOINS]->(c:Collective {{trace: $trace}}) "
+        "RETURN c.seq, c.name, c.process_group, c.last_rank, c.caused_us, c.last_arrival_us, "
+        "j.rank, j.wait_us, n.name, n.start_us, n.end_us",
+        timeout_ms,
+    )
 
 
 def read_observed(graph: Graph, trace: str, timeout_ms: int | None = None) -> list[tuple[Any, ...]]:
     """The observed critical path's segments by the op or kernel they are
     attributed to: (name, start, segment starts, durations, kinds, counted,
     is a kernel), from the nodes' ``ocp_*`` lists."""
+    return _ops_then_kernels(
+        graph,
+        trace,
+        "MATCH (n:{label} {{trace: $trace}}) WHERE n.ocp_steps IS NOT NULL "
+        "RETURN n.name, n.start_us, n.ocp_starts_us, n.ocp_durs_us, n.ocp_kinds, n.ocp_counted",
+        timeout_ms,
+    )
+
+
+def _ops_then_kernels(graph: Graph, trace: str, query: str, timeout_ms: int | None) -> list[Any]:
+    """``query`` (``{label}`` in it) run for ops, then for kernels; each row
+    with whether it is a kernel's appended."""
     out: list[tuple[Any, ...]] = []
     for label, is_kernel in (("Op", False), ("Kernel", True)):
-        rows = graph.run(
-            f"MATCH (n:{label} {{trace: $trace}}) WHERE n.ocp_steps IS NOT NULL "
-            "RETURN n.name, n.start_us, n.ocp_starts_us, n.ocp_durs_us, n.ocp_kinds, n.ocp_counted",
-            trace=trace,
-            timeout_ms=timeout_ms,
-        ).rows
+        rows = graph.run(query.format(label=label), trace=trace, timeout_ms=timeout_ms).rows
         out += [(*row, is_kernel) for row in rows]
     return out
 
