@@ -48,21 +48,29 @@ def timed(paths: list[Path], workers: int) -> dict:
     return json.loads(out.stdout)
 
 
+def dlrm_job(out: Path, mb: float) -> list[Path]:
+    """PARAM's 8 DLRM rank files each replicated to about ``mb`` MB of JSON
+    in ``out`` (made once: files already there are kept)."""
+    from bench.hta_compare import big
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for src in sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz")):
+        dst = out / src.name
+        if not dst.exists():
+            big(src, dst, mb)
+        paths.append(dst)
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
     p.add_argument("--mb", type=float, default=16)
     args = p.parse_args(argv)
-    from bench.hta_compare import big
     from tracegraph.ingest import parallel
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for src in sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz")):
-        dst = args.out / src.name
-        if not dst.exists():
-            big(src, dst, args.mb)
-        paths.append(dst)
+    paths = dlrm_job(args.out, args.mb)
     largest = max(paths, key=lambda q: q.stat().st_size)
     print(f"{len(paths)} rank files, {sum(q.stat().st_size for q in paths) / 1e6:.0f} MB gzipped")
     cores = parallel.cores()

@@ -64,14 +64,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from tracegraph import schema
 from tracegraph.columns import I64, Lists, Strings, Table, kernel, take, values
-from tracegraph.db.base import Graph, Link, Load, NodeRefs, NodeTable, TraceTables, checkpoint
+from tracegraph.db.base import Graph, Link, Load, NodeRefs, NodeTable, PartWriter, TraceTables, checkpoint
 from tracegraph.errors import InputError
 from tracegraph.facts import Fact
 from tracegraph.ingest import enrich, graph_tables, hb, observed_path, ranks
@@ -84,6 +84,7 @@ from tracegraph.ingest.formats.kineto.run import RunFacts, check_one_run, header
 F64 = npt.NDArray[np.float64]
 # Progress of a job: (phase, done, total): ``parse`` and ``write`` count ranks.
 JobProgress = Callable[[str, int, int], None]
+T = TypeVar("T")
 
 
 # --- 1. a rank surveyed -------------------------------------------------------------------------
@@ -424,7 +425,7 @@ class RankResult:
     graph: Path  # its graph, for the walk
 
 
-def write_rank(survey: RankSurvey, rp: RankPlan, load: Load, spill_dir: Path) -> RankResult:
+def write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: Path) -> RankResult:
     """Round 3 for one rank (see the module docstring)."""
     part = _load_part(survey)
     ct = kineto.join([part], t0=rp.origin, seq=rp.seq)
@@ -629,6 +630,51 @@ def threads_for(n_files: int) -> int:
     return max(1, min(n_files, worker_count([Path()] * n_files) if env else cores()))
 
 
+class Ranks(Protocol):
+    """Where the ranks' work (rounds 1, 3 and 4) runs: threads of this
+    process (:class:`Threads`), or a cluster's workers
+    (:mod:`tracegraph.ingest.cluster`). ``scratch``: the directory the
+    ranks' spill files go under (None: the system's temporary directory);
+    every process that runs a rank and this one must see it."""
+
+    scratch: Path | None
+
+    def map(self, fn: Callable[..., T], calls: list[tuple[Any, ...]], done: Callable[[int], None]) -> list[T]:
+        """``fn(*call)`` of every call, in order; ``done(k)`` (in this
+        process) as call ``k`` ends. On a failure it raises only once no
+        call is running any more (a load is aborted after it)."""
+        ...
+
+    def writers(self, load: Load, count: int) -> list[PartWriter]:
+        """What each of ``count`` ranks writes its part through."""
+        ...
+
+    def reach(self, paths: list[Path]) -> None:
+        """Raise UserError unless every process that runs a rank sees ``paths``."""
+        ...
+
+
+class Threads:
+    """The ranks worked on threads of this process (:func:`threads_for`)."""
+
+    scratch: Path | None = None
+
+    def map(self, fn: Callable[..., T], calls: list[tuple[Any, ...]], done: Callable[[int], None]) -> list[T]:
+        def one(k: int) -> T:
+            out = fn(*calls[k])
+            done(k)
+            return out
+
+        with ThreadPoolExecutor(threads_for(len(calls)), thread_name_prefix="tracegraph-rank") as pool:
+            return _each(pool, one, list(range(len(calls))))
+
+    def writers(self, load: Load, count: int) -> list[PartWriter]:
+        return [load] * count
+
+    def reach(self, paths: list[Path]) -> None:
+        pass
+
+
 @dataclass
 class PreparedJob:
     """A job surveyed and planned (rounds 1 and 2): everything that can fail
@@ -643,6 +689,7 @@ class PreparedJob:
     plan: Plan
     spill_dir: Path
     timings: dict[str, float] = field(default_factory=dict)
+    ranks: Ranks = field(default_factory=Threads)
 
     def __post_init__(self) -> None:
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.spill_dir, True)
@@ -652,20 +699,25 @@ class PreparedJob:
 
 
 def prepare_job(
-    paths: list[Path], sources: list[str] | None = None, progress: JobProgress | None = None
+    paths: list[Path],
+    sources: list[str] | None = None,
+    progress: JobProgress | None = None,
+    ranks: Ranks | None = None,
 ) -> PreparedJob:
-    """Rounds 1 and 2: every rank read and surveyed, the job planned."""
+    """Rounds 1 and 2: every rank read and surveyed (on ``ranks``: threads
+    of this process by default), the job planned."""
     report = progress or (lambda phase, done, total: None)
     paths = [Path(p) for p in paths]
-    spill_dir = Path(tempfile.mkdtemp(prefix="tracegraph-job-"))
+    ranks = ranks or Threads()
+    spill_dir = Path(tempfile.mkdtemp(prefix="tracegraph-job-", dir=ranks.scratch))
     t0 = time.perf_counter()
     try:
         sizes = [p.stat().st_size for p in paths]
+        ranks.reach([*paths, spill_dir])
         done = _Counter(report, "parse", sum(sizes))
         named = numbering(paths, [header_rank(p) for p in paths])
-        with ThreadPoolExecutor(threads_for(len(paths)), thread_name_prefix="tracegraph-rank") as pool:
-            calls = [(i, p, r, True, spill_dir) for i, (p, r) in enumerate(zip(paths, named))]
-            surveys = _each(pool, lambda a: _surveyed(done(survey_rank(*a), sizes[a[0]])), calls)
+        calls = [(i, p, r, True, spill_dir) for i, (p, r) in enumerate(zip(paths, named))]
+        surveys = ranks.map(survey_rank, calls, lambda k: _surveyed(k, done, sizes[k]))
         # a rank named only after the events (the file's trailer) was unknown
         # when the others were numbered: number again, redo the files it moves
         final = numbering(paths, [s.shell.rank if s.shell.named else None for s in surveys])
@@ -680,14 +732,15 @@ def prepare_job(
         shutil.rmtree(spill_dir, ignore_errors=True)
         raise
     return PreparedJob(
-        paths, sources or [str(p) for p in paths], surveys, job, spill_dir, {"parse_s": time.perf_counter() - t0}
+        paths, sources or [str(p) for p in paths], surveys, job, spill_dir, {"parse_s": time.perf_counter() - t0}, ranks
     )
 
 
-def _surveyed(survey: RankSurvey) -> RankSurvey:
-    if survey.index == 0:  # once: tests stop the process here (Ctrl-C while the ranks are read)
+def _surveyed(index: int, done: _Counter, size: int) -> None:
+    """Rank file ``index`` (``size`` bytes) surveyed, in this process."""
+    done(None, size)
+    if index == 0:  # once: tests stop the process here (Ctrl-C while the ranks are read)
         checkpoint("rank-surveyed")
-    return survey
 
 
 def store_job(
@@ -701,15 +754,15 @@ def store_job(
     try:
         load = graph.begin_trace(trace, replace=replace)
         try:
-            with ThreadPoolExecutor(threads_for(len(job.paths)), thread_name_prefix="tracegraph-rank") as pool:
-                t1 = time.perf_counter()
-                done = _Counter(report, "write ranks", len(job.paths))
-                work = [(s, rp, load, job.spill_dir) for s, rp in zip(job.surveys, job.plan.ranks)]
-                results = _each(pool, lambda a: done(write_rank(*a)), work)
-                timings["write_s"] = time.perf_counter() - t1
-                t2 = time.perf_counter()
-                x = arrivals(results, job.plan.joined)
-                injected = _each(pool, lambda r: inject_rank(r, x, job.spill_dir), results)
+            t1 = time.perf_counter()
+            done = _Counter(report, "write ranks", len(job.paths))
+            writers = job.ranks.writers(load, len(job.surveys))
+            work = [(s, rp, w, job.spill_dir) for s, rp, w in zip(job.surveys, job.plan.ranks, writers)]
+            results: list[RankResult] = job.ranks.map(write_rank, work, lambda k: done(None))
+            timings["write_s"] = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            x = arrivals(results, job.plan.joined)
+            injected = job.ranks.map(inject_rank, [(r, x, job.spill_dir) for r in results], lambda k: None)
             steps = walk(results, injected, job.plan.joined)
             counts, props = _write_job(load, job.surveys, results, job.plan, steps, job.sources)
             timings["job_s"] = time.perf_counter() - t2

@@ -26,7 +26,7 @@ from tracegraph.ingest.enrich import check_acyclic, whole
 from tracegraph.ingest.formats.kit import Joins
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
-from tracegraph.ingest.job import PreparedJob, prepare_job, store_job
+from tracegraph.ingest.job import PreparedJob, Ranks, prepare_job, store_job
 
 
 @dataclass
@@ -237,12 +237,15 @@ def prepare(
     fmt: str = "auto",
     source_names: dict[str, str] | None = None,
     progress: PhaseProgress | None = None,
+    ranks: Ranks | None = None,
 ) -> Prepared:
     """Parse, check and enrich: everything that can fail on the input, no
     database needed.
 
     ``source_names`` maps a path to the name the trace should record for it
-    (an upload's file name instead of its temporary path)."""
+    (an upload's file name instead of its temporary path). ``ranks``: where
+    a job's ranks are worked (a cluster: :mod:`.cluster`); only a job of
+    rank files can be spread so."""
     check_trace_name(trace)
     report = progress or _silent
     t0 = time.perf_counter()
@@ -250,8 +253,10 @@ def prepare(
     run = _job_files(files, folders, fmt)
     if run is not None:  # a job's rank files: written rank by rank
         with collector_paused():
-            job = prepare_job(run, [(source_names or {}).get(str(p), str(p)) for p in run], report)
+            job = prepare_job(run, [(source_names or {}).get(str(p), str(p)) for p in run], report, ranks)
         return Prepared(trace, None, dict(job.timings, enrich_s=0.0), job)
+    if ranks is not None:
+        raise UserError("a cluster works the rank files of a PyTorch profiler (Kineto) job; these files are not one")
     sizes = sum(source.size(f) for f in files)
     report("parse", 0, sizes)
     with collector_paused():
@@ -342,9 +347,10 @@ def ingest(
     replace: bool = False,
     progress: PhaseProgress | None = None,
     source_names: dict[str, str] | None = None,
+    ranks: Ranks | None = None,
 ) -> IngestReport:
     """Parse and validate everything first; only then write, atomically."""
-    prepared = prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress)
+    prepared = prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress, ranks=ranks)
     try:
         return store(graph, prepared, replace=replace, progress=progress)
     finally:

@@ -9,14 +9,18 @@ trace's summary and its warnings
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracegraph.db.base import Graph
+from tracegraph.db.base import Graph, check_cluster_target
 from tracegraph.ingest import formats
 from tracegraph.queries.traces import summary
 from tracegraph.queries.types import IngestResult
 
 if TYPE_CHECKING:
+    from tracegraph.ingest.cluster import Cluster as Cluster
     from tracegraph.ingest.pipeline import PhaseProgress as PhaseProgress
     from tracegraph.ingest.pipeline import Prepared as Prepared
     from tracegraph.ingest.pipeline import default_trace_name as default_trace_name
@@ -54,3 +58,15 @@ def store(
         timings=dict(report.timings),
         summary=summary({**report.trace_props, "trace": report.trace}),
     )
+
+
+@contextlib.contextmanager
+def cluster(spec: Any, backend: str, scratch: Path | None = None) -> Iterator[Cluster]:
+    """The Dask cluster ``spec`` names (:func:`tracegraph.ingest.cluster.connect`)
+    to work a job's ranks on, for a database of ``backend``: refused in one
+    line for one its workers cannot write into, before any work."""
+    from tracegraph.ingest import cluster as dask
+
+    check_cluster_target(backend)
+    with dask.connect(spec, scratch) as ranks:
+        yield ranks

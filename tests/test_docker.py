@@ -83,6 +83,27 @@ def test_compose_file_validates_and_wires_the_api_to_neo4j():
     assert all(p["host_ip"] == "127.0.0.1" for p in published.values())  # loopback unless told otherwise
 
 
+def test_the_cluster_profile_adds_a_dask_scheduler_workers_and_a_client():
+    """``--profile cluster``: a scheduler (its dashboard on loopback), 2
+    workers by default, a client wired to Neo4j; the client and the workers
+    see the rank files and the scratch at the same paths. Without the
+    profile none of them runs."""
+    assert set(json.loads(compose_config().stdout)["services"]) == {"neo4j", "tracegraph"}
+    proc = compose_config("--profile", "cluster")
+    assert proc.returncode == 0, proc.stderr
+    services = json.loads(proc.stdout)["services"]
+    scheduler, worker, client = services["dask-scheduler"], services["dask-worker"], services["client"]
+    assert scheduler["command"][:2] == ["dask", "scheduler"] and "8786" in scheduler["command"]
+    assert [(p["target"], p["host_ip"]) for p in scheduler["ports"]] == [(8787, "127.0.0.1")]
+    assert worker["command"][:3] == ["dask", "worker", "tcp://dask-scheduler:8786"]
+    assert worker["deploy"]["replicas"] == 2
+    assert client["entrypoint"] == ["tracegraph"] and client["environment"]["TRACEGRAPH_DB"] == "neo4j://neo4j:7687"
+    shared = {(v["target"], v.get("read_only", False)) for v in worker["volumes"]}
+    assert shared == {(v["target"], v.get("read_only", False)) for v in client["volumes"]}
+    assert shared == {("/jobs", True), ("/home/tracegraph/scratch", False)}
+    assert {s["image"] for s in (scheduler, worker, client)} == {services["tracegraph"]["image"]}
+
+
 def test_compose_refuses_a_missing_password(tmp_path):
     env = tmp_path / "empty.env"
     env.write_text("NEO4J_PASSWORD=\n")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported where used: a command loads only what it needs
     from rich.progress import TaskID
 
     from tracegraph.db.base import Graph
-    from tracegraph.queries.ingest import PhaseProgress
+    from tracegraph.queries.ingest import Cluster, PhaseProgress
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +62,23 @@ def _graph(args: argparse.Namespace) -> Iterator[Graph]:
         yield graph
     finally:
         graph.close()
+
+
+@contextmanager
+def _cluster(args: argparse.Namespace) -> Iterator[Cluster | None]:
+    """The Dask cluster of ``--cluster`` (refused before any work for a
+    database its workers cannot write into); its dashboard's link on stderr."""
+    if not args.cluster:
+        yield None
+        return
+    from tracegraph.db.connect import db_uri, parse
+    from tracegraph.queries.ingest import cluster
+
+    backend = parse(db_uri(args.db)).backend
+    with cluster(args.cluster, backend, Path(args.cluster_scratch) if args.cluster_scratch else None) as ranks:
+        if ranks.dashboard:
+            print(f"Dask dashboard: {ranks.dashboard}", file=sys.stderr)
+        yield ranks
 
 
 @contextmanager
@@ -117,9 +134,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.paths]
     name = args.trace or default_trace_name(paths[0])
-    with _progress(args) as progress:
+    with _cluster(args) as ranks, _progress(args) as progress:
         # Bad input is refused before the database is opened (or started).
-        prepared = prepare(paths, name, fmt=args.format, progress=progress)
+        prepared = prepare(paths, name, fmt=args.format, progress=progress, ranks=ranks)
         with _graph(args) as graph:
             result = store(graph, prepared, replace=args.replace, progress=progress)
     t = result.timings
@@ -350,6 +367,18 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--format", default="auto", choices=["auto", *format_names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
     s.add_argument("--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)")
+    s.add_argument(
+        "--cluster",
+        metavar="SCHEDULER",
+        help="work a job's rank files on a Dask cluster, writing into Neo4j from its workers: "
+        "tcp://HOST:8786, or local[:N] for a cluster of N worker processes on this machine",
+    )
+    s.add_argument(
+        "--cluster-scratch",
+        metavar="DIR",
+        help="with --cluster: a directory the workers share with this machine for the ranks' spill files "
+        "(default: the system's temporary directory, which only a local cluster shares)",
+    )
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("traces", parents=[common, fmt], help="list traces")

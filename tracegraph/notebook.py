@@ -38,6 +38,7 @@ from tracegraph.db.connect import open_graph
 from tracegraph.output import is_time
 from tracegraph.queries.catalog import catalog
 from tracegraph.queries.cypher import run_cypher
+from tracegraph.queries.ingest import cluster as dask_cluster
 from tracegraph.queries.ingest import default_trace_name, prepare, store
 from tracegraph.queries.run import run_analysis
 from tracegraph.queries.traces import describe_trace, drop_trace, list_traces
@@ -147,14 +148,20 @@ class Connection:
         *,
         replace: bool = False,
         format: str = "auto",
+        cluster: Any = None,
     ) -> IngestResult:
         """Load trace files (or a directory of them) as one trace, all or
         nothing, as ``tracegraph ingest`` does; ``trace`` defaults to the
         first file's name without its suffixes. An existing name is refused
-        unless ``replace``."""
+        unless ``replace``. ``cluster``: a job's rank files worked on a Dask
+        cluster writing into Neo4j (``"local:N"``, a scheduler's
+        ``"tcp://host:8786"``, or a ``distributed.Client``), as ``--cluster``."""
         files = [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
-        prepared = prepare(files, trace or default_trace_name(files[0]), fmt=format)
-        return store(self._graph, prepared, replace=replace)
+        name = trace or default_trace_name(files[0])
+        if cluster is None:
+            return store(self._graph, prepare(files, name, fmt=format), replace=replace)
+        with dask_cluster(cluster, self._graph.backend) as ranks:
+            return store(self._graph, prepare(files, name, fmt=format, ranks=ranks), replace=replace)
 
     def traces(self) -> pd.DataFrame:
         """Every stored trace, one row each (``tracegraph traces``):

@@ -44,6 +44,19 @@ Progress = Callable[[int, int], None]
 
 MAX_TRACE_NAME = 200
 
+# Why a cluster cannot write into FalkorDB (one line, for every front end).
+CLUSTER_REFUSED = (
+    "a cluster writes into Neo4j only (--db neo4j://...): FalkorDB takes a load's parts from this "
+    "process alone, and the embedded server's socket is local to this machine"
+)
+
+
+def check_cluster_target(backend: str) -> None:
+    """Refuse, before any work, a cluster for a database its workers cannot
+    write into (only Neo4j's loads can be shared: :meth:`Load.share`)."""
+    if backend != "neo4j":
+        raise BadRequest(CLUSTER_REFUSED)
+
 
 def check_trace_name(name: str) -> None:
     """The one rule for trace names, everywhere (CLI, HTTP, storage).
@@ -189,16 +202,29 @@ class Link:
     columns: tuple[str, ...] = ()
 
 
-class Load(Protocol):
+class PartWriter(Protocol):
+    """What writes a part of a load: the :class:`Load` itself, or a
+    handle to it that another process writes through (:meth:`Load.share`)."""
+
+    def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
+        """Write one part (its nodes and the relationships among them, and
+        between them and the parts before); returns its index."""
+        ...
+
+
+class Load(PartWriter, Protocol):
     """A trace being written in parts, all or nothing (:meth:`Graph.begin_trace`).
 
     Readers see nothing of it (or the old version of its name) until
     :meth:`finish` publishes it; :meth:`abort` (or the death of the
     writing process) leaves nothing behind."""
 
-    def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
-        """Write one part (its nodes and the relationships among them, and
-        between them and the parts before); returns its index."""
+    def share(self, count: int) -> list[PartWriter]:
+        """Writers of the next ``count`` parts, each picklable, that other
+        processes (a cluster's workers) write through with connections of
+        their own; this load still owns the trace (only it finishes or
+        aborts it). Raises UserError on an engine whose server other
+        machines cannot reach."""
         ...
 
     def link(self, links: list[Link], progress: Progress | None = None) -> None:

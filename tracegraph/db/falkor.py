@@ -54,11 +54,13 @@ from falkordb.path import Path as FPath
 from tracegraph import schema
 from tracegraph.db.base import (
     CATALOG_LABELS,
+    CLUSTER_REFUSED,
     Deadline,
     Graph,
     Link,
     NodeRefs,
     NodeTable,
+    PartWriter,
     Progress,
     RelTable,
     Result,
@@ -71,6 +73,7 @@ from tracegraph.db.base import (
 from tracegraph.db.elements import node_value, path_value, plain, relationship_value
 from tracegraph.db.falkor_layout import check_layout
 from tracegraph.errors import (
+    BadRequest,
     Conflict,
     DatabaseError,
     NotFound,
@@ -658,6 +661,12 @@ class FalkorLoad:
                 f"the load of this trace lost data on the server ({got} of {self.nodes} nodes, "
                 f"{got_rels} of {self.rels} relationships); nothing was published"
             )
+
+    def share(self, count: int) -> list[PartWriter]:
+        """Refused: the server numbers a load's nodes in the order they
+        arrive, so its parts go through this process, one at a time (and
+        the embedded server's socket is local to this machine)."""
+        raise BadRequest(CLUSTER_REFUSED)
 
     def abort(self) -> None:
         if self.done:

@@ -57,6 +57,7 @@ class Neo4jGraph(Graph):
 
     def __init__(self, uri: str, auth: tuple[str, str] | None, database: str | None = None) -> None:
         self._uri = uri
+        self._auth = auth  # (for the parts a cluster's workers write: neo4j_shared)
         self._database = database
         self._schema_ready = False
         self._deadline = Deadline()

@@ -45,6 +45,7 @@ from tracegraph.db.base import (
     Link,
     NodeRefs,
     NodeTable,
+    PartWriter,
     Progress,
     TraceTables,
     check_trace_name,
@@ -69,6 +70,13 @@ IN_FLIGHT = int(os.environ.get("TRACEGRAPH_NEO4J_IN_FLIGHT", "2"))
 # dozen), and renamed per transaction; each within Neo4j's default
 # transaction memory on a 1 GB heap.
 DELETE_BATCH = 5000
+# The order a trace's nodes are deleted in: the many (ops, kernels, tensors,
+# allocations) first, each batch taking its few relationships along, the
+# hubs (a device's ON_DEVICE, a stream's, an allocator's IN_ALLOCATOR, the
+# Trace node's HAS_OP: one per op) last, when they have none left. A hub
+# deleted first takes all its relationships in one transaction: a job of
+# 400k nodes then exceeded a 1 GB server's transaction memory.
+DELETE_ORDER = tuple(sorted(LABELS, key=lambda label: label not in ("Allocation", "Tensor", "Kernel", "Op")))
 RENAME_BATCH = int(os.environ.get("TRACEGRAPH_NEO4J_RENAME_BATCH", "20000"))
 LEASE_KEY = "tracegraph_lease"
 # How long a reader waits for another process's replace to swap versions.
@@ -210,12 +218,20 @@ class Publisher:
         self._in_batches(old, "SET n.trace = $new", {"new": new}, RENAME_BATCH, checkpoint_name="swap-batch")
 
     def _in_batches(
-        self, trace: str, action: str, params: dict[str, Any], batch: int, *, checkpoint_name: str | None = None
+        self,
+        trace: str,
+        action: str,
+        params: dict[str, Any],
+        batch: int,
+        *,
+        checkpoint_name: str | None = None,
+        labels: tuple[str, ...] = LABELS,
     ) -> None:
         """Apply ``action`` (to ``n``) to every node of ``trace`` but its
-        Trace node, ``batch`` nodes per transaction, until none is left to
-        match; the action must make a node stop matching (rename or delete)."""
-        for label in LABELS:
+        Trace node, ``batch`` nodes per transaction, label by label in the
+        order of ``labels``, until none is left to match; the action must
+        make a node stop matching (rename or delete)."""
+        for label in labels:
             keep = " AND n.uid <> 'trace'" if label == "Trace" else ""
             while True:
                 res = self.run(
@@ -284,7 +300,7 @@ class Publisher:
     def _delete_all(self, trace: str) -> None:
         """Delete every node of ``trace`` in batches, its Trace node last (so
         that an interrupted deletion is still found by the next sweep)."""
-        self._in_batches(trace, "DETACH DELETE n", {}, DELETE_BATCH)
+        self._in_batches(trace, "DETACH DELETE n", {}, DELETE_BATCH, labels=DELETE_ORDER)
         self.run("MATCH (t:Trace {trace: $trace}) DETACH DELETE t", {"trace": trace}, write=True)
 
 
@@ -302,9 +318,19 @@ class Neo4jLoad:
 
     def part(self, tables: TraceTables, progress: Progress | None = None) -> int:
         tables = as_tables(tables)
-        _load(self.publisher, self.target, tables, progress)
+        write_part(self.publisher, self.target, tables, progress)
         self.parts.append({})
         return len(self.parts) - 1
+
+    def share(self, count: int) -> list[PartWriter]:
+        """The next ``count`` parts, each written by whichever process it is
+        sent to (:mod:`tracegraph.db.neo4j_shared`)."""
+        from tracegraph.db.neo4j_shared import SharedPart
+
+        g = self.publisher.graph
+        first = len(self.parts)
+        self.parts += [{} for _ in range(count)]
+        return [SharedPart(g._uri, g._auth, g._database, self.target, first + k) for k in range(count)]
 
     def link(self, links: list[Link], progress: Progress | None = None) -> None:
         for ln in links:
@@ -395,7 +421,7 @@ class _Lease:
             self.session.close()
 
 
-def _load(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> None:
+def write_part(graph: Publisher, trace: str, tables: TraceTables, progress: Progress | None) -> None:
     """The passes of :mod:`load_plan` as ``UNWIND`` batches of positional
     rows (a null is a property not set), the other ends of relationships
     found through the (trace, uid) constraint's index. The batches of a
