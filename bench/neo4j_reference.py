@@ -60,15 +60,19 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
 
     written = 0
 
-    def batch(query: str, rows: list[dict[str, Any]]) -> None:
+    def batch(query: str, rows: list[Any]) -> None:
         with driver.session(database=database) as s:
             s.execute_write(lambda tx: tx.run(query, rows=rows, trace=trace).consume())
 
+    def in_batches(query: str, rows: list[Any]) -> int:
+        """``query`` over ``rows``, BATCH rows a transaction; how many rows."""
+        for i in range(0, len(rows), BATCH):
+            batch(query, rows[i : i + BATCH])
+        return len(rows)
+
     for t in tables.nodes:
         rows = [dict(r, trace=trace) for r in row_dicts(t.frame, ["uid", *t.columns], tables.int_columns)]
-        for i in range(0, len(rows), BATCH):
-            batch(f"UNWIND $rows AS r CREATE (n:{t.label}) SET n = r", rows[i : i + BATCH])
-        written += len(rows)
+        written += in_batches(f"UNWIND $rows AS r CREATE (n:{t.label}) SET n = r", rows)
     with driver.session(database=database) as s:
         s.run("CREATE (t:Trace {trace: $trace, uid: 'trace'})", trace=trace).consume()
     written += 1
@@ -88,9 +92,7 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
             f"UNWIND $rows AS r MATCH (a:{r.start} {{trace: $trace, uid: r.src}}) "
             f"MATCH (b:{r.end} {{trace: $trace, uid: r.dst}}) CREATE (a)-[e:{r.type}]->(b) SET e = r.props"
         )
-        for i in range(0, len(rows), BATCH):
-            batch(query, rows[i : i + BATCH])
-        written += len(rows)
+        written += in_batches(query, rows)
     # Membership in batches too (one transaction for a big job's ops runs
     # out of the server's transaction memory).
     sizes = {t.label: t.frame.n for t in tables.nodes}
@@ -100,9 +102,7 @@ def reference_load(driver: Any, database: str | None, trace: str, tables: Any) -
             f"MATCH (t:Trace {{trace: $trace, uid: 'trace'}}) UNWIND $rows AS u "
             f"MATCH (n:{label} {{trace: $trace, uid: u}}) CREATE (t)-[:{rel}]->(n)"
         )
-        for i in range(0, len(uids), BATCH):
-            batch(query, uids[i : i + BATCH])
-        written += len(uids)
+        written += in_batches(query, uids)
     return written
 
 
