@@ -193,6 +193,31 @@ def run_cli(
     return proc
 
 
+def cli_here(*args: str, db: str, check: bool = False) -> subprocess.CompletedProcess:
+    """``tracegraph --db DB ARGS`` called in this process
+    (``tracegraph.cli.main``, on the session's data directory): the same
+    parser, checks, exit code and output as :func:`run_cli`, without a new
+    interpreter's start-up and imports (a second or more on a busy
+    machine). For tests whose point is what the CLI answers; those about
+    the process (signals, servers left behind, what it imports, its
+    stderr as a whole) use :func:`run_cli`."""
+    import contextlib
+    import io
+
+    from tracegraph.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["--db", db, *args])
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code if isinstance(e.code, int) else 1
+    proc = subprocess.CompletedProcess(["tracegraph", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"tracegraph {' '.join(args)} exited {code}: {proc.stderr}")
+    return proc
+
+
 def api_process(log: Path, *, home: Path, db: str | None = None, env: dict | None = None, args: tuple = ()):
     """``tracegraph serve`` as a real process on a free port, on database
     ``db`` (a ``db_uri``; the embedded one of ``home`` by default): a

@@ -80,14 +80,11 @@ def stored_nodes(db: str, trace: str) -> int:
         g.close()
 
 
-@pytest.fixture(params=["embedded", "neo4j"])
-def db(request, tmp_path) -> tuple[str, Path]:
-    """The database the processes share, and their data directory."""
-    if request.param == "neo4j":
-        if not NEO4J_URI:
-            pytest.skip(NO_NEO4J)
-        return NEO4J_URI, tmp_path / "home"
-    return "embedded", tmp_path / "home"
+@pytest.fixture
+def db(db_uri, tmp_path) -> tuple[str, Path]:
+    """The database the processes share (the engine under test: only its
+    ``neo4j`` runs go to the Neo4j worker), and their data directory."""
+    return db_uri, tmp_path / "home"
 
 
 def test_upload_through_one_process_poll_list_and_query_through_another(db, tmp_path):

@@ -106,6 +106,7 @@ def test_hta_compare_job_agrees_with_htas_overlap(tmp_path):
 
 
 DLRM = sorted((ROOT / "tests" / "data" / "nccl_dlrm").glob("worker*.pt.trace.json.gz"))
+GLOO_JOB = sorted((ROOT / "examples" / "traces").glob("pytorch-gloo-straggler.rank*.json.gz"))
 
 
 def _events(path: Path) -> tuple[dict, list[str]]:
@@ -139,7 +140,9 @@ def test_hta_compare_job_is_one_job_of_renumbered_ranks(tmp_path):
 
 @pytest.mark.slow
 def test_neo4j_reference_on_a_job(tmp_path, session_graph):
-    """bench.neo4j_reference --trace on the 8 DLRM rank files: the three
+    """bench.neo4j_reference --trace on a job's rank files (the 4 ranks of
+    the gloo straggler example, 4 kB each: a job as the 8 DLRM ranks are,
+    held whole by the loaders and streamed by the ingest): the three
     loaders write as many elements as the job's graph holds once ingested
     (its nodes, and its relationships, Trace membership included)."""
     if session_graph.backend != "neo4j":
@@ -147,14 +150,14 @@ def test_neo4j_reference_on_a_job(tmp_path, session_graph):
     from tracegraph.ingest.pipeline import ingest
 
     proc = _bench(
-        "bench.neo4j_reference", "--db", NEO4J_URI, "--trace", *map(str, DLRM), "--repeat", "1", tmp_path=tmp_path
+        "bench.neo4j_reference", "--db", NEO4J_URI, "--trace", *map(str, GLOO_JOB), "--repeat", "1", tmp_path=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     total = next(line for line in proc.stdout.splitlines() if " graph elements, best of 1" in line)
     elements = int(total.split(", ")[-2].split()[0].replace(",", ""))
     loaders = [line.split("  ")[1] for line in proc.stdout.splitlines() if line.startswith("  ")]
     assert loaders == ["reference loader", "tracegraph", "ingest from the files (parse, enrich, write)"]
-    ingest(session_graph, DLRM, "bench-count", replace=True)
+    ingest(session_graph, GLOO_JOB, "bench-count", replace=True)
     try:
         nodes = session_graph.run("MATCH (n {trace: 'bench-count'}) RETURN count(n)").rows[0][0]
         rels = session_graph.run("MATCH (n {trace: 'bench-count'})-[r]->() RETURN count(r)").rows[0][0]

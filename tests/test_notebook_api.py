@@ -1,7 +1,8 @@
 """``import tracegraph``: the notebook front end against the CLI on a real
 database (each engine). Its DataFrames must hold exactly the CLI's JSON
 rows, its parameter checks and errors be the CLI's (one binding place,
-``queries/run.py``), and every catalog analysis be reachable."""
+``queries/run.py``), and every catalog analysis be reachable. (The CLI is
+called in this process, ``cli_here``: what it answers is the point here.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, cli_here
 from test_every_seed import _params
 
 import tracegraph
@@ -23,14 +24,23 @@ DIST = Path(__file__).resolve().parent / "data" / "pytorch_dist"
 MLP = [EXAMPLES / "pytorch-mlp-train.kineto.json.gz", EXAMPLES / "pytorch-mlp-train.et.json.gz"]
 
 
-@pytest.fixture
-def g(graph, db_uri):
+@pytest.fixture(scope="module")
+def nb(session_graph, db_uri):
     """A connection of the notebook API to the engine under test, with the
-    ET + Kineto pair (``nb-mlp``) and the gloo straggler job (``nb-job``)."""
+    ET + Kineto pair (``nb-mlp``) and the gloo straggler job (``nb-job``),
+    ingested once for the module (the tests only read them)."""
     with tracegraph.connect(None if db_uri == "embedded" else db_uri) as conn:
-        conn.ingest(MLP, "nb-mlp")
-        conn.ingest(sorted(DIST.glob("straggler.rank*.json.gz")), "nb-job")
+        conn.ingest(MLP, "nb-mlp", replace=True)
+        conn.ingest(sorted(DIST.glob("straggler.rank*.json.gz")), "nb-job", replace=True)
         yield conn
+        for trace in ("nb-mlp", "nb-job"):
+            conn.drop(trace)
+
+
+@pytest.fixture
+def g(nb, graph):
+    """The module's connection; a trace a test adds is dropped after it (``graph``)."""
+    return nb
 
 
 def plain(value):
@@ -46,8 +56,8 @@ def records(df: pd.DataFrame) -> list[dict]:
     return [{c: plain(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
 
 
-def cli_json(tg_home, db_uri, *args) -> list:
-    return json.loads(run_cli(*args, "--format", "json", home=tg_home, db=db_uri, check=True).stdout)
+def cli_json(db_uri, *args) -> list:
+    return json.loads(cli_here(*args, "--format", "json", db=db_uri, check=True).stdout)
 
 
 @pytest.mark.parametrize(
@@ -64,11 +74,11 @@ def cli_json(tg_home, db_uri, *args) -> list:
         ("comm-compute-overlap", "nb-job", {}),
     ],
 )
-def test_dataframes_equal_the_cli_json_rows(g, tg_home, db_uri, name, trace, params):
+def test_dataframes_equal_the_cli_json_rows(g, db_uri, name, trace, params):
     df = g.query(name, trace, **params)
     assert list(df.columns) == [c.name for c in catalog()[name].columns]
     args = [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
-    expected = cli_json(tg_home, db_uri, "query", name, "--trace", trace, *args)
+    expected = cli_json(db_uri, "query", name, "--trace", trace, *args)
     assert expected, "an analysis with rows"
     assert records(df) == expected
     assert df.attrs == {"analysis": name, "trace": trace, "params": params, "note": None}
@@ -91,13 +101,13 @@ def test_columns_are_typed(g):
     assert traces.loc["nb-job", "span_us"] == g.trace("nb-job").span_us
 
 
-def test_every_analysis_is_reachable_with_the_cli_checks(g, graph, tg_home, db_uri):
+def test_every_analysis_is_reachable_with_the_cli_checks(g, graph, db_uri):
     for name, analysis in catalog().items():
         params = _params(analysis, graph, "nb-mlp")
         answer = g.query(name, "nb-mlp", **params)
         if isinstance(answer, tracegraph.NotAvailable):
             args = [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
-            out = run_cli("query", name, "--trace", "nb-mlp", *args, home=tg_home, db=db_uri, check=True)
+            out = cli_here("query", name, "--trace", "nb-mlp", *args, db=db_uri, check=True)
             assert str(answer) == f"{name} on trace nb-mlp: {out.stderr.strip()}"
             assert not answer and answer._repr_html_().startswith("<p><em>")
         else:
@@ -119,9 +129,9 @@ def test_every_analysis_is_reachable_with_the_cli_checks(g, graph, tg_home, db_u
         (["top-ops", "no-such-trace"], ("top-ops", "no-such-trace", {})),
     ],
 )
-def test_errors_are_the_cli_ones(g, tg_home, db_uri, args, params):
+def test_errors_are_the_cli_ones(g, db_uri, args, params):
     name, trace, kw = params
-    cli = run_cli("query", args[0], "--trace", *args[1:], home=tg_home, db=db_uri)
+    cli = cli_here("query", args[0], "--trace", *args[1:], db=db_uri)
     assert cli.returncode == 1
     with pytest.raises((BadRequest, NotFound)) as e:
         g.query(name, trace, **kw)
@@ -152,10 +162,10 @@ def test_cypher_is_read_only_and_typed(g):
         g.cypher("CREATE (:Op {trace: 'x', uid: 'y'})", trace="nb-mlp")
 
 
-def test_whatif_is_the_cli_answer(g, tg_home, db_uri):
+def test_whatif_is_the_cli_answer(g, db_uri):
     w = g.whatif("nb-mlp", "type=aten::linear", 0.5)
     args = ["whatif", "--trace", "nb-mlp", "--match", "type=aten::linear", "--factor", "0.5", "--format", "json"]
-    cli = json.loads(run_cli(*args, home=tg_home, db=db_uri, check=True).stdout)
+    cli = json.loads(cli_here(*args, db=db_uri, check=True).stdout)
     for name in ("matched_ops", "baseline_us", "critical_path_us", "speedup", "saved_us"):
         assert getattr(w, name) == cli[name], name
     assert records(w.path) == cli["path"] and w.matched_ops > 0 and w.saved_us > 0
