@@ -27,6 +27,7 @@ import inspect
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,29 @@ def alexnet(session_graph):
 
     ingest(session_graph, [SEED_STEPSTATS], "alexnet-seed", replace=True)
     return "alexnet-seed"
+
+
+def module_traces(graph, load) -> Iterator:
+    """The body of a module-scoped fixture for traces its module's tests
+    only read: ``load()`` stores them once (not once per test) and
+    returns what the fixture gives; they are dropped after the module.
+    (Each test's ``graph`` still drops what the test itself adds.)"""
+    before = ready_traces(graph)
+    value = load()
+    mine = ready_traces(graph) - before  # (not a session fixture's trace made meanwhile)
+    yield value
+    for trace in mine:
+        graph.drop_trace(trace)
+
+
+@pytest.fixture(scope="module")
+def gpu(session_graph) -> Iterator[str]:
+    """tests/analysis_traces.py's ``small_gpu`` (answers worked out by hand
+    there), stored once per module as trace ``small-gpu``: the tests only
+    read it. (A module with a trace of its own by this name defines it.)"""
+    from analysis_traces import small_gpu, store
+
+    yield from module_traces(session_graph, lambda: store(session_graph, small_gpu(), "small-gpu"))
 
 
 def everything(graph) -> list:

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import module_traces
 
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.queries.run import run_analysis
@@ -70,11 +71,16 @@ def reference(paths: list[Path]) -> list[dict]:
     return out
 
 
-@pytest.fixture
-def jobs(graph):
-    for job in ("straggler", "balanced"):
-        ingest(graph, rank_files(job), f"dist-{job}")
-    return graph
+@pytest.fixture(scope="module")
+def jobs(session_graph):
+    """The straggler and balanced jobs, stored once for the module (the tests read them)."""
+
+    def load():
+        for job in ("straggler", "balanced"):
+            ingest(session_graph, rank_files(job), f"dist-{job}")
+        return session_graph
+
+    yield from module_traces(session_graph, load)
 
 
 def test_collectives_joined_as_the_reference(jobs):
@@ -142,10 +148,10 @@ def rank_totals(ref: list[dict], min_caused: float = 10_000.0) -> dict[int, dict
 
 @pytest.mark.parametrize("job", ["straggler", "ddp"])
 def test_straggler_ranks_totals(graph, job):
-    ingest(graph, rank_files(job), f"dist-{job}")
+    ingest(graph, rank_files(job), f"totals-{job}")  # (not the jobs fixture's dist-straggler)
     ref = reference(rank_files(job))
     want = rank_totals(ref)
-    res = run_analysis(graph, "straggler-ranks", f"dist-{job}")
+    res = run_analysis(graph, "straggler-ranks", f"totals-{job}")
     assert res.rows[0][0] == 2  # the straggler first
     by_rank = {r[0]: dict(zip(res.columns, r)) for r in res.rows}
     assert sorted(by_rank) == [0, 1, 2, 3]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import kineto_builder as kb
 import pytest
-from conftest import everything
+from conftest import everything, module_traces
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.kineto import trace as pytorch_kineto
@@ -55,10 +55,15 @@ def gpu_file(tmp_path) -> Path:
     return kb.write(tmp_path / "run.pt.trace.json.gz")
 
 
-@pytest.fixture
-def gpu(graph, gpu_file):
-    ingest(graph, [gpu_file], "k-gpu")
-    return "k-gpu"
+@pytest.fixture(scope="module")
+def gpu(session_graph, tmp_path_factory):
+    """The hand-built GPU trace stored once for the module as ``k-gpu`` (the tests read it)."""
+
+    def load():
+        ingest(session_graph, [kb.write(tmp_path_factory.mktemp("kineto") / "run.pt.trace.json.gz")], "k-gpu")
+        return "k-gpu"
+
+    yield from module_traces(session_graph, load)
 
 
 # --- the hand-built GPU trace ------------------------------------------------------------------

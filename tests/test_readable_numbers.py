@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, cli_here, module_traces, run_cli
 from test_every_seed import _params
 
 from tracegraph.output import readable, readable_rows, table
@@ -78,14 +78,19 @@ def noise_in(columns: list[str], rows: list[list]) -> list:
     return out
 
 
-@pytest.fixture
-def real_traces(graph):
-    """The PyTorch ET + Kineto pair and the 4-rank DDP job, ingested."""
+@pytest.fixture(scope="module")
+def real_traces(session_graph):
+    """The PyTorch ET + Kineto pair and the 4-rank DDP job, ingested once
+    for the module (the tests read them)."""
     from tracegraph.ingest.pipeline import ingest
 
-    ingest(graph, [EXAMPLES / "pytorch-mlp-train.kineto.json.gz", EXAMPLES / "pytorch-mlp-train.et.json.gz"], "rn-mlp")
-    ingest(graph, sorted(DIST.glob("ddp.rank*.json.gz")), "rn-ddp")
-    return ["rn-mlp", "rn-ddp"]
+    def load():
+        mlp = [EXAMPLES / "pytorch-mlp-train.kineto.json.gz", EXAMPLES / "pytorch-mlp-train.et.json.gz"]
+        ingest(session_graph, mlp, "rn-mlp")
+        ingest(session_graph, sorted(DIST.glob("ddp.rank*.json.gz")), "rn-ddp")
+        return ["rn-mlp", "rn-ddp"]
+
+    yield from module_traces(session_graph, load)
 
 
 def test_no_analysis_answers_with_float_noise(graph, real_traces):
@@ -104,9 +109,10 @@ def test_no_analysis_answers_with_float_noise(graph, real_traces):
     assert raw_noise > 0
 
 
-def test_every_front_end_shows_the_rounded_numbers(graph, real_traces, db_uri, tg_home):
-    """The CLI's JSON, CSV and table and the HTTP API's JSON and CSV of
-    straggler-ranks and idle-breakdown on the DDP job: the service's rows."""
+def test_every_front_end_shows_the_rounded_numbers(graph, real_traces, db_uri):
+    """The CLI's JSON, CSV and table (its output, so called in this
+    process) and the HTTP API's JSON and CSV of straggler-ranks and
+    idle-breakdown on the DDP job: the service's rows."""
     from fastapi.testclient import TestClient
 
     from tracegraph.api.app import create_app
@@ -116,12 +122,12 @@ def test_every_front_end_shows_the_rounded_numbers(graph, real_traces, db_uri, t
         res = run_analysis(graph, name, "rn-ddp")
         assert res.rows
         expected = [dict(zip(res.columns, r)) for r in res.rows]
-        out = run_cli("query", name, "--trace", "rn-ddp", "--format", "json", home=tg_home, db=db_uri, check=True)
+        out = cli_here("query", name, "--trace", "rn-ddp", "--format", "json", db=db_uri, check=True)
         assert json.loads(out.stdout) == expected
-        out = run_cli("query", name, "--trace", "rn-ddp", "--format", "csv", home=tg_home, db=db_uri, check=True)
+        out = cli_here("query", name, "--trace", "rn-ddp", "--format", "csv", db=db_uri, check=True)
         text_rows = list(csv.reader(io.StringIO(out.stdout)))[1:]
         assert text_rows == [["" if v is None else str(v) for v in r] for r in res.rows]
-        out = run_cli("query", name, "--trace", "rn-ddp", home=tg_home, db=db_uri, check=True)
+        out = cli_here("query", name, "--trace", "rn-ddp", db=db_uri, check=True)
         assert out.stdout.rstrip("\n") == table(res.columns, res.rows)
         http = client.get(f"/traces/rn-ddp/queries/{name}")
         assert http.json()["rows"] == json.loads(json.dumps(res.rows))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analysis_traces import small_gpu, store
 from conftest import SEED_STEPSTATS
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
@@ -48,11 +47,6 @@ def client(session_graph, db_uri):
     ENGINE["uri"] = db_uri
     with client_for() as c:
         yield c
-
-
-@pytest.fixture
-def gpu(graph):
-    return store(graph, small_gpu(), "ui-small-gpu")
 
 
 def records(graph, name, trace, **params):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from analysis_traces import chain, small_gpu, store
+from analysis_traces import chain, store
 from conftest import run_cli
 
 from tracegraph.errors import NotFound, UserError
@@ -26,11 +26,6 @@ def what_if(*args):
 
 ABD = ["net/conv1/Conv2D", "net/conv2/Conv2D", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"]
 ACD = ["net/conv1/Conv2D", "net/relu/Relu", "gradients/net/conv1/Conv2D_grad/Conv2DBackpropInput"]
-
-
-@pytest.fixture
-def gpu(graph):
-    return store(graph, small_gpu(), "whatif-gpu")
 
 
 def test_factor_one_is_the_baseline_exactly(gpu, graph):
