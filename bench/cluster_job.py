@@ -8,7 +8,9 @@ Neo4j at ``--db``, each run in a fresh process: in that process alone
 LocalCluster of N worker processes). It prints the seconds (parse, write,
 the job's pass), the client's peak memory and the largest peak of the
 processes it waited for (with a cluster: the workers and their nannies),
-and checks that both runs stored the same counts. The traces are dropped
+and checks that both runs stored the same counts. ``--files RANK...`` takes
+a job's rank files as they are instead (what its test runs: a small job,
+the script's workings rather than its figures). The traces are dropped
 afterwards (a warning when the server refuses: on a 1 GB heap the drop of
 the 16 MB job's 405k nodes runs out of transaction memory).
 """
@@ -63,10 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", required=True, help="a Neo4j URI (bolt://127.0.0.1:7687)")
     p.add_argument("--mb", type=float, default=16)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--files", nargs="+", type=Path, help="a job's rank files, as they are (instead of DLRM's)")
     args = p.parse_args(argv)
     from bench.rank_parse import dlrm_job
 
-    paths = dlrm_job(args.out, args.mb)
+    paths = args.files or dlrm_job(args.out, args.mb)
     print(f"{len(paths)} rank files, {sum(q.stat().st_size for q in paths) / 1e6:.0f} MB gzipped, into {args.db}")
     runs = {}
     for what, spec in (("one process", "-"), (f"local:{args.workers}", f"local:{args.workers}")):

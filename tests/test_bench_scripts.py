@@ -168,18 +168,18 @@ def test_neo4j_reference_on_a_job(tmp_path, session_graph):
 
 @pytest.mark.slow
 def test_cluster_job_small(tmp_path):
-    """bench.cluster_job on the 8 DLRM rank files as they are (--mb 0) into
-    the test Neo4j: both runs (one process, a local cluster of 2) store the
-    same counts, and the traces are dropped after."""
+    """bench.cluster_job on the gloo straggler job's 4 rank files (--files)
+    into the test Neo4j: both runs (one process, a local cluster of 2)
+    store the same counts, and the traces are dropped after."""
     from conftest import NEO4J_URI, NO_NEO4J
 
     if not NEO4J_URI:
         pytest.skip(NO_NEO4J)
-    args = ("bench.cluster_job", str(tmp_path / "ranks"), "--db", NEO4J_URI, "--mb", "0")
+    args = ("bench.cluster_job", str(tmp_path / "ranks"), "--db", NEO4J_URI, "--files", *map(str, GLOO_JOB))
     proc = _bench(*args, tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("8 rank files")
+    assert lines[0].startswith("4 rank files")
     assert [line.split()[0] for line in lines[1:3]] == ["one", "local:2"]
     assert lines[-1] == "same counts", proc.stdout
     from tracegraph.db.connect import open_graph
