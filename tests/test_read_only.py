@@ -6,7 +6,7 @@ Plus the one-line errors for a database that cannot be used."""
 from __future__ import annotations
 
 import pytest
-from conftest import NEO4J_URI, NO_NEO4J, everything, run_cli
+from conftest import NEO4J_URI, NO_NEO4J, cli_here, everything, run_cli
 from fastapi.testclient import TestClient
 
 from tracegraph.api.app import create_app
@@ -25,10 +25,12 @@ ATTEMPTS = [
 
 
 @pytest.mark.parametrize("query", ATTEMPTS)
-def test_cli_refuses_writes(graph, alexnet, db_uri, tg_home, query):
+def test_cli_refuses_writes(graph, alexnet, db_uri, query):
+    """What the CLI answers (called in this process: a real process's
+    stderr is test_neo4j_logs_stay_quiet's and test_write_needs_write's)."""
     before = everything(graph)
     for where in ([], ["--trace", alexnet]):
-        proc = run_cli("cypher", query, *where, home=tg_home, db=db_uri)
+        proc = cli_here("cypher", query, *where, db=db_uri)
         assert proc.returncode == 1, (query, proc.stdout, proc.stderr)
         assert proc.stderr.startswith("tracegraph: error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert everything(graph) == before

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from analysis_traces import chain, store
-from conftest import run_cli
+from conftest import cli_here
 
 from tracegraph.errors import NotFound, UserError
 from tracegraph.queries.types import as_json
@@ -110,8 +110,9 @@ def test_bad_requests(gpu, graph):
     assert r.unavailable.note.startswith("not available: the trace has no dependencies")
 
 
-def test_cli(gpu, graph, tg_home, db_uri):
-    out = run_cli(
+def test_cli(gpu, graph, db_uri):
+    """The CLI's answers (called in this process)."""
+    out = cli_here(
         "whatif",
         "--trace",
         gpu,
@@ -121,7 +122,6 @@ def test_cli(gpu, graph, tg_home, db_uri):
         "0.5",
         "--format",
         "json",
-        home=tg_home,
         db=db_uri,
         check=True,
     ).stdout
@@ -129,7 +129,7 @@ def test_cli(gpu, graph, tg_home, db_uri):
     assert (r["critical_path_us"], r["baseline_us"], r["speedup"]) == (40.0, 60.0, 1.5)
     assert [p["op"] for p in r["path"]] == ABD
     one = json.loads(
-        run_cli(
+        cli_here(
             "whatif",
             "--trace",
             gpu,
@@ -139,18 +139,17 @@ def test_cli(gpu, graph, tg_home, db_uri):
             "1",
             "--format",
             "json",
-            home=tg_home,
             db=db_uri,
             check=True,
         ).stdout
     )
     assert one["critical_path_us"] == one["baseline_us"] == 60.0
-    table = run_cli(
-        "whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", home=tg_home, db=db_uri, check=True
+    table = cli_here(
+        "whatif", "--trace", gpu, "--match", "type=Conv2D", "--factor", "0.5", db=db_uri, check=True
     ).stdout
     assert "critical path 40.0 us (baseline 60.0 us, speedup 1.5x), 3 ops:" in table
     assert table.splitlines()[2].split() == ["step", "op", "type", "weight_us", "base_weight_us", "scaled"]
-    proc = run_cli("whatif", "--trace", "nope", "--match", "type=Conv2D", "--factor", "1", home=tg_home, db=db_uri)
+    proc = cli_here("whatif", "--trace", "nope", "--match", "type=Conv2D", "--factor", "1", db=db_uri)
     assert (
         proc.returncode == 1
         and proc.stderr.strip() == "tracegraph: error: no trace named 'nope' (see `tracegraph traces`)"
