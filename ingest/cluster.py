@@ -119,7 +119,6 @@ class Cluster:
         given the fewest bytes so far), into a directory of the job's own
         under every worker's temporary directory; what comes back goes
         into ``here`` (this process's spill directory)."""
-        from distributed import wait
 
         bases: dict[str, str] = self.client.run(_worker_dir, here.name)
         if len(set(bases.values())) != 1:
@@ -146,25 +145,25 @@ class Cluster:
                         chunk = f.read(CHUNK_BYTES)
                         if not chunk and offset:
                             break
-                        while len(flight) >= CHUNKS_IN_FLIGHT * len(workers):
-                            _, flight = wait(flight, return_when="FIRST_COMPLETED")
+                        flight = self._drain(flight, CHUNKS_IN_FLIGHT * len(workers) - 1, homes)
+                        # straight to the worker (not through the scheduler), then written there
+                        data = self.client.scatter(chunk, workers=[homes[k]], direct=True, hash=False)
                         flight.add(
                             self.client.submit(
                                 _receive,
                                 str(placed.paths[k]),
                                 offset,
-                                chunk,
+                                data,
                                 workers=[homes[k]],
                                 allow_other_workers=False,
                                 pure=False,
                             )
                         )
+                        del data
                         offset += len(chunk)
                         if not chunk:
                             break
-            wait(flight)
-            for f in flight:
-                f.result()
+            self._drain(flight, 0, homes)
         except BaseException as e:
             with contextlib.suppress(Exception):
                 self.discard(placed)
@@ -174,6 +173,26 @@ class Cluster:
                 ) from None
             raise
         return placed
+
+    def _drain(self, flight: set[Any], keep: int, homes: list[str]) -> set[Any]:
+        """Wait until at most ``keep`` of the chunks in flight are not yet
+        written (raising a chunk's error, or one line when a worker left)."""
+        from distributed import wait
+
+        while len(flight) > keep:
+            try:
+                done, flight = wait(flight, timeout=SETTLE_POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                alive = set(self.client.scheduler_info().get("workers", {}))
+                gone = sorted(set(homes) - alive)
+                if gone:
+                    raise UserError(
+                        f"cluster worker {gone[0]} left the cluster while the rank files were sent to it"
+                    ) from None
+                continue
+            for f in done:
+                f.result()
+        return flight
 
     def map(
         self,
