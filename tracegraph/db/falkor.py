@@ -292,8 +292,9 @@ class FalkorGraph(Graph):
         """One GRAPH.BULK command, given packed and in pieces (streamed from
         the bulk loader's spool, see :class:`falkor_bulk.Writer`)."""
         pool = self._redis.connection_pool
-        conn = pool.get_connection()
+        conn = None
         try:
+            conn = pool.get_connection()
             conn.send_packed_command(command)
             return conn.read_response()
         except redis.ConnectionError as e:
@@ -306,7 +307,8 @@ class FalkorGraph(Graph):
                 raise _NoBulkInsert(text) from None  # a server without GRAPH.BULK for us: statements then
             raise DatabaseError(f"FalkorDB refused a bulk insert: {text}") from None
         finally:
-            pool.release(conn)
+            if conn is not None:
+                pool.release(conn)
 
     def _publish(
         self, key: str, name: str, props: dict[str, Any], catalog: list[NodeTable], replace: bool, ints: frozenset[str]
