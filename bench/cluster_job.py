@@ -8,11 +8,18 @@ Neo4j at ``--db``, each run in a fresh process: in that process alone
 LocalCluster of N worker processes). It prints the seconds (parse, write,
 the job's pass), the client's peak memory and the largest peak of the
 processes it waited for (with a cluster: the workers and their nannies),
-and checks that both runs stored the same counts. ``--files RANK...`` takes
-a job's rank files as they are instead (what its test runs: a small job,
-the script's workings rather than its figures). The traces are dropped
+and checks that both runs stored the same counts. The traces are dropped
 afterwards (a warning when the server refuses: on a 1 GB heap the drop of
-the 16 MB job's 405k nodes runs out of transaction memory).
+the 16 MB job's 405k nodes runs out of transaction memory), unless
+``--keep``.
+
+``--files RANK_FILE...`` takes a job's rank files as they are (the 64 x 16
+MB job of ``bench.hta_compare job OUTDIR --ranks 64``; a small job in its
+test, which checks the script's workings, not its figures); ``--runs`` picks the
+runs: ``one`` (the job in one process), ``cluster`` (through the
+cluster, its files got as ``--cluster-files`` says) and ``rank`` (the
+first rank file alone in one process: one rank's work, the yardstick of
+the cluster client's memory).
 """
 
 from __future__ import annotations
@@ -31,13 +38,13 @@ from pathlib import Path
 from tracegraph.db.connect import open_graph
 from tracegraph.ingest import cluster
 from tracegraph.ingest.pipeline import ingest
-db, trace, spec, *paths = sys.argv[1:]
+db, trace, spec, files, *paths = sys.argv[1:]
 graph = open_graph(db)
 t0 = time.perf_counter()
 if spec == "-":
     report = ingest(graph, [Path(p) for p in paths], trace, replace=True)
 else:
-    with cluster.connect(spec) as ranks:
+    with cluster.connect(spec, files=files) as ranks:
         t0 = time.perf_counter()  # (the cluster's start not counted)
         report = ingest(graph, [Path(p) for p in paths], trace, replace=True, ranks=ranks)
 s = time.perf_counter() - t0
@@ -48,9 +55,9 @@ print(json.dumps({"s": s, **report.timings, "counts": report.counts,
 """
 
 
-def timed(db: str, trace: str, spec: str, paths: list[Path]) -> dict:
+def timed(db: str, trace: str, spec: str, paths: list[Path], files: str = "auto") -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _ONE, db, trace, spec, *map(str, paths)],
+        [sys.executable, "-c", _ONE, db, trace, spec, files, *map(str, paths)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -65,34 +72,51 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", required=True, help="a Neo4j URI (bolt://127.0.0.1:7687)")
     p.add_argument("--mb", type=float, default=16)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--files", nargs="+", type=Path, help="a job's rank files, as they are (instead of DLRM's)")
+    p.add_argument("--files", type=Path, nargs="+", help="the job's rank files (default: make the DLRM job in OUT)")
+    p.add_argument("--runs", default="one,cluster", help="comma-separated: one, cluster, rank (default one,cluster)")
+    p.add_argument("--cluster-files", default="auto", choices=["auto", "shared", "send"])
+    p.add_argument("--keep", action="store_true", help="leave the traces in the database")
     args = p.parse_args(argv)
     from bench.rank_parse import dlrm_job
 
     paths = args.files or dlrm_job(args.out, args.mb)
-    print(f"{len(paths)} rank files, {sum(q.stat().st_size for q in paths) / 1e6:.0f} MB gzipped, into {args.db}")
+    print(f"{len(paths)} rank files, {sum(q.stat().st_size for q in paths) / 1e6:.0f} MB on disk, into {args.db}")
+    spec = f"local:{args.workers}"
+    plans = {
+        "one": ("one process", "-", paths),
+        "cluster": (f"{spec} ({args.cluster_files})", spec, paths),
+        "rank": ("one rank", "-", paths[:1]),
+    }
     runs = {}
-    for what, spec in (("one process", "-"), (f"local:{args.workers}", f"local:{args.workers}")):
-        r = timed(args.db, f"bench-cluster-job-{len(runs)}", spec, paths)
-        runs[what] = r
+    for run in args.runs.split(","):
+        what, where, files = plans[run]
+        r = timed(args.db, f"bench-cluster-job-{run}", where, files, args.cluster_files)
+        runs[run] = r
         print(
-            f"{what:12s} {r['s']:7.2f} s (parse {r['parse_s']:6.2f}, write {r.get('write_s', 0):6.2f}, "
+            f"{what:18s} {r['s']:7.2f} s (parse {r['parse_s']:6.2f}, write {r.get('write_s', 0):6.2f}, "
             f"job {r.get('job_s', 0):5.2f})  client peak {r['rss_mb']:5.0f} MB "
-            f"(largest child {r['children_mb']:4.0f} MB)"
+            f"(largest child {r['children_mb']:4.0f} MB)",
+            flush=True,
         )
-    from tracegraph.db.connect import open_graph
-    from tracegraph.errors import UserError
+    if "rank" in runs and "cluster" in runs:
+        ratio = runs["cluster"]["rss_mb"] / runs["rank"]["rss_mb"]
+        print(f"cluster client peak / one rank's: {ratio:.2f}")
+    if not args.keep:
+        from tracegraph.db.connect import open_graph
+        from tracegraph.errors import UserError
 
-    graph = open_graph(args.db)
-    for k in range(len(runs)):
-        try:
-            graph.drop_trace(f"bench-cluster-job-{k}")
-        except UserError as e:
-            print(f"warning: trace bench-cluster-job-{k} not dropped: {e}")
-    graph.close()
-    counts = [r["counts"] for r in runs.values()]
-    print("same counts" if counts[0] == counts[1] else f"COUNTS DIFFER: {counts}")
-    return 0 if counts[0] == counts[1] else 1
+        graph = open_graph(args.db)
+        for run in runs:
+            try:
+                graph.drop_trace(f"bench-cluster-job-{run}")
+            except UserError as e:
+                print(f"warning: trace bench-cluster-job-{run} not dropped: {e}")
+        graph.close()
+    if "one" in runs and "cluster" in runs:
+        counts = [runs["one"]["counts"], runs["cluster"]["counts"]]
+        print("same counts" if counts[0] == counts[1] else f"COUNTS DIFFER: {counts}")
+        return 0 if counts[0] == counts[1] else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -16,15 +16,30 @@ while the abort deletes. A worker that died is not tried again on a local
 cluster (``allowed-failures`` 0); on a cluster of one's own a retried write
 meets the first attempt's nodes and fails, so the job fails the same way.
 
-The rank files and the scratch directory (the ranks' spill files) are
-read and written by the workers and the client alike: they must share a
-path (checked on every worker before the first task, one line if not).
+Files, two ways (``files``: ``--cluster-files``):
+
+* ``shared``: the workers read the rank files where the client names
+  them, and keep the ranks' spill files in the client's scratch directory
+  (``--cluster-scratch``): a path they all share (a local cluster, a
+  shared volume). Checked on every worker before the first task, one line
+  if not.
+* ``send``: the client sends each rank file's bytes to one worker (in
+  chunks of :data:`CHUNK_BYTES`, a few files in flight at a time, so the
+  client holds a few chunks, not the job), which keeps it and its rank's
+  spill files on its own disk and runs every task of that rank; the few
+  spill files the client reads (the ranks' order keys, the path's
+  segments) come back when needed. A worker that leaves the cluster
+  takes its ranks with it: the job fails in one line.
+* ``auto`` (the default): ``shared`` when every worker sees every path,
+  else ``send``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracegraph.db.base import Load, PartWriter
 from tracegraph.errors import UserError, first_line
+from tracegraph.ingest.job import Placed, clear_spills
 
 if TYPE_CHECKING:
     import distributed
@@ -39,6 +55,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 LOCAL = "local"
+FILES = ("auto", "shared", "send")
+# Bytes of a rank file per message when files are sent, and messages in flight per worker.
+CHUNK_BYTES = int(os.environ.get("TRACEGRAPH_CLUSTER_CHUNK_BYTES", str(32 << 20)))
+CHUNKS_IN_FLIGHT = 2
 # Seconds between looks at a round's tasks while waiting for them to end after a failure.
 SETTLE_POLL_S = 2.0
 # What each round's task does, for the one-line error when its worker dies.
@@ -53,10 +73,13 @@ class Cluster:
     """The job's ranks on a Dask cluster, through ``client``; ``own``: the
     local cluster this started (closed with it)."""
 
-    def __init__(self, client: distributed.Client, own: Any = None, scratch: Path | None = None) -> None:
+    def __init__(
+        self, client: distributed.Client, own: Any = None, scratch: Path | None = None, files: str = "auto"
+    ) -> None:
         self.client = client
         self.own = own
         self.scratch = scratch
+        self.files = files
 
     @property
     def dashboard(self) -> str | None:
@@ -64,62 +87,226 @@ class Cluster:
         link = self.client.dashboard_link
         return str(link) if link else None
 
-    def reach(self, paths: list[Path]) -> None:
-        """One line unless every worker sees every path (the rank files and the scratch directory)."""
+    def place(self, paths: list[Path], spill_dir: Path) -> Placed:
+        """The rank files and spill files where the workers can use them (see the module docstring)."""
+        workers = sorted(self.client.scheduler_info().get("workers", {}))
+        if not workers:
+            raise UserError(f"the Dask cluster at {self.client.scheduler.address} has no workers")
+        if self.files != "send":
+            missing = self._missing([*paths, spill_dir])
+            if not missing:
+                return Placed(paths, spill_dir)
+            if self.files == "shared":
+                worker, lost = missing
+                raise UserError(
+                    f"cluster worker {worker} cannot see {lost}: with --cluster-files shared the rank files and "
+                    "the scratch directory must be on a path the workers share with this machine "
+                    "(--cluster-scratch DIR), or send the files (--cluster-files send)"
+                )
+        return self._send(paths, spill_dir, workers)
+
+    def _missing(self, paths: list[Path]) -> tuple[str, str] | None:
+        """A worker and a path it cannot see, if any."""
         wanted = [str(Path(p).resolve()) for p in paths]
         missing: dict[str, list[str]] = self.client.run(_missing, wanted)
         for worker, lost in sorted(missing.items()):
             if lost:
-                raise UserError(
-                    f"cluster worker {worker} cannot see {lost[0]}: the rank files and the scratch directory "
-                    "must be on a path the workers share with this machine (--cluster-scratch DIR)"
-                )
-        if not missing:
-            raise UserError(f"the Dask cluster at {self.client.scheduler.address} has no workers")
+                return worker, lost[0]
+        return None
 
-    def map(self, fn: Callable[..., T], calls: list[tuple[Any, ...]], done: Callable[[int], None]) -> list[T]:
-        """``fn(*call)`` of every call as a task; ``done(k)`` as task ``k``
-        ends. On a failure: the rest stopped, waited for, then one line."""
-        from distributed import Event, as_completed
+    def _send(self, paths: list[Path], here: Path, workers: list[str]) -> Placed:
+        """Each rank file to a worker (the largest first, each to the one
+        given the fewest bytes so far), into a directory of the job's own
+        under every worker's temporary directory; what comes back goes
+        into ``here`` (this process's spill directory)."""
+
+        bases: dict[str, str] = self.client.run(_worker_dir, here.name)
+        if len(set(bases.values())) != 1:
+            raise UserError(
+                "--cluster-files send: the cluster's workers have different temporary directories "
+                f"({', '.join(sorted(set(bases.values())))}); give them one TMPDIR"
+            )
+        spill_dir = Path(next(iter(bases.values())))
+        sizes = [p.stat().st_size for p in paths]
+        given = dict.fromkeys(workers, 0)
+        homes = [""] * len(paths)
+        for k in sorted(range(len(paths)), key=lambda k: -sizes[k]):
+            homes[k] = min(workers, key=lambda w: (given[w], w))
+            given[homes[k]] += sizes[k]
+        placed = Placed(
+            [spill_dir / "in" / f"{k}-{p.name}" for k, p in enumerate(paths)], spill_dir, homes, here / "fetched"
+        )
+        flight: set[Any] = set()
+        try:
+            for k, p in enumerate(paths):
+                with p.open("rb") as f:
+                    offset = 0
+                    while True:
+                        chunk = f.read(CHUNK_BYTES)
+                        if not chunk and offset:
+                            break
+                        flight = self._drain(flight, CHUNKS_IN_FLIGHT * len(workers) - 1, homes)
+                        # straight to the worker (not through the scheduler), then written there
+                        data = self.client.scatter(chunk, workers=[homes[k]], direct=True, hash=False)
+                        flight.add(
+                            self.client.submit(
+                                _receive,
+                                str(placed.paths[k]),
+                                offset,
+                                data,
+                                workers=[homes[k]],
+                                allow_other_workers=False,
+                                pure=False,
+                            )
+                        )
+                        del data
+                        offset += len(chunk)
+                        if not chunk:
+                            break
+            self._drain(flight, 0, homes)
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                self.discard(placed)
+            if isinstance(e, Exception) and not isinstance(e, UserError):
+                raise UserError(
+                    f"could not send the rank files to the Dask cluster: {type(e).__name__}: {first_line(e)}"
+                ) from None
+            raise
+        return placed
+
+    def _drain(self, flight: set[Any], keep: int, homes: list[str]) -> set[Any]:
+        """Wait until at most ``keep`` of the chunks in flight are not yet
+        written (raising a chunk's error, or one line when a worker left)."""
+        from distributed import wait
+
+        while len(flight) > keep:
+            try:
+                done, flight = wait(flight, timeout=SETTLE_POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                alive = set(self.client.scheduler_info().get("workers", {}))
+                gone = sorted(set(homes) - alive)
+                if gone:
+                    raise UserError(
+                        f"cluster worker {gone[0]} left the cluster while the rank files were sent to it"
+                    ) from None
+                continue
+            for f in done:
+                f.result()
+        return flight
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        calls: list[tuple[Any, ...]],
+        done: Callable[[int], None],
+        homes: list[str] | None = None,
+    ) -> list[T]:
+        """``fn(*call)`` of every call as a task (call ``k`` on ``homes[k]``
+        when given); ``done(k)`` as task ``k`` ends. On a failure: the rest
+        stopped, waited for, then one line."""
+        from distributed import Event, wait
 
         run = uuid.uuid4().hex
         stop = f"tracegraph-stop-{run}"
+        where: list[dict[str, Any]] = (
+            [{"workers": [h], "allow_other_workers": False} for h in homes] if homes else [{} for _ in calls]
+        )
         futures = [
-            self.client.submit(_task, fn, stop, *call, key=f"tracegraph-{fn.__name__}-{k}-{run}", pure=False)
+            self.client.submit(
+                _task, fn, stop, *call, key=f"tracegraph-{fn.__name__}-{k}-{run}", pure=False, **where[k]
+            )
             for k, call in enumerate(calls)
         ]
         index = {f.key: k for k, f in enumerate(futures)}
         event = Event(stop, self.client)
+        broke: Any = None
+        lost: tuple[int, str] | None = None
         try:
-            broke = None
-            for f in as_completed(futures):
-                if f.status != "finished":
-                    broke = f
-                    break
-                done(index[f.key])
-            if broke is None:
+            pending = set(futures)
+            while pending and broke is None and lost is None:
+                try:
+                    finished, pending = wait(pending, timeout=SETTLE_POLL_S, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    finished = set()
+                for f in sorted(finished, key=lambda f: index[f.key]):
+                    if f.status != "finished":
+                        broke = f
+                        break
+                    done(index[f.key])
+                if homes and broke is None:
+                    lost = self._gone(homes, [index[f.key] for f in pending])
+            if broke is None and lost is None:
                 results: list[T] = self.client.gather(futures)
                 return results
         finally:  # a failure (or Ctrl-C): the rest stopped, and none of them running on return
             if any(f.status != "finished" for f in futures):
                 event.set()
-                self._settle(futures)
+                self._settle(futures, homes)
                 with contextlib.suppress(Exception):
                     event.clear()
+        what = ROUNDS.get(fn.__name__, fn.__name__)
+        if broke is None and lost is not None:
+            raise UserError(
+                f"the Dask cluster failed {what} rank file #{lost[0] + 1} of {len(calls)} (its worker "
+                f"{lost[1]}, which held the file sent to it, left the cluster); nothing was published"
+            )
         errors = [f for f in futures if f.status == "error" and not isinstance(f.exception(), Stopped)]
         failed = min(errors, key=lambda f: index[f.key], default=broke)
         error = failed.exception() if failed.status == "error" else None
         if isinstance(error, UserError):
             raise error
-        what = ROUNDS.get(fn.__name__, fn.__name__)
         why = f"{type(error).__name__}: {first_line(error)}" if error is not None else failed.status
         raise UserError(
             f"the Dask cluster failed {what} rank file #{index[failed.key] + 1} of {len(calls)} "
             f"({why}); nothing was published"
         )
 
-    def _settle(self, futures: list[Any]) -> None:
-        """Wait until no task of the round runs (or no worker is left to run one)."""
+    def _gone(self, homes: list[str], pending: list[int]) -> tuple[int, str] | None:
+        """The first pending call whose worker has left the cluster (its task would wait for ever)."""
+        if not pending:
+            return None
+        alive = set(self.client.scheduler_info().get("workers", {}))
+        for k in sorted(pending):
+            if homes[k] not in alive:
+                return k, homes[k]
+        return None
+
+    def fetch(self, placed: Placed, path: Path, index: int) -> Path:
+        """A spill file of rank file ``index``'s, copied here from its worker when files are sent."""
+        if placed.homes is None:
+            return path
+        local = placed.fetched / path.name
+        if not local.exists():
+            home = placed.homes[index]
+            if home not in self.client.scheduler_info().get("workers", {}):
+                raise UserError(
+                    f"the Dask cluster lost worker {home}, which held rank file #{index + 1}; nothing was published"
+                )
+            future = self.client.submit(_read, str(path), workers=[home], allow_other_workers=False, pure=False)
+            data = future.result()
+            local.parent.mkdir(parents=True, exist_ok=True)
+            part = local.with_suffix(".part")
+            part.write_bytes(data)
+            part.replace(local)
+        return local
+
+    def clear(self, placed: Placed, patterns: list[str]) -> None:
+        clear_spills(placed.spill_dir, patterns)
+        if placed.homes is not None:
+            clear_spills(placed.fetched, patterns)
+            with contextlib.suppress(Exception):
+                self.client.run(clear_spills, str(placed.spill_dir), patterns)
+
+    def discard(self, placed: Placed) -> None:
+        if placed.homes is None:
+            return
+        shutil.rmtree(placed.fetched, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            self.client.run(shutil.rmtree, str(placed.spill_dir), True)
+
+    def _settle(self, futures: list[Any], homes: list[str] | None = None) -> None:
+        """Wait until no task of the round runs (or no worker is left to
+        run one; a task bound to a worker that left is cancelled)."""
         from distributed import wait
 
         while True:
@@ -127,8 +314,14 @@ class Cluster:
                 wait(futures, timeout=SETTLE_POLL_S)
                 return
             except TimeoutError:
-                if not self.client.scheduler_info().get("workers"):
+                alive = set(self.client.scheduler_info().get("workers", {}))
+                if not alive:
                     return
+                if homes:
+                    orphans = [f for k, f in enumerate(futures) if homes[k] not in alive and not f.done()]
+                    if orphans:
+                        self.client.cancel(orphans)
+                        futures = [f for f in futures if f not in orphans]
 
     def writers(self, load: Load, count: int) -> list[PartWriter]:
         return load.share(count)
@@ -142,20 +335,23 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def connect(spec: str | distributed.Client, scratch: Path | None = None) -> Iterator[Cluster]:
+def connect(spec: str | distributed.Client, scratch: Path | None = None, files: str = "auto") -> Iterator[Cluster]:
     """The cluster ``spec`` names: ``local`` or ``local:N`` (a LocalCluster
     of N worker processes, one thread each; N: the cores), a scheduler's
     address (``tcp://host:8786``), or a ``distributed.Client`` of one's own
     (left open). ``scratch``: a directory the workers share with this
     machine (default: the system's temporary directory, which a local
-    cluster shares)."""
+    cluster shares). ``files``: how the workers get the rank files (see
+    the module docstring)."""
+    if files not in FILES:
+        raise UserError(f"--cluster-files {files!r}: use one of {', '.join(FILES)}")
     try:
         import dask
         import distributed
     except ImportError:
         raise UserError("--cluster needs Dask: pip install 'tracegraph[cluster]'") from None
     if isinstance(spec, distributed.Client):
-        yield Cluster(spec, None, scratch)
+        yield Cluster(spec, None, scratch, files)
         return
     own = None
     if spec == LOCAL or spec.startswith(LOCAL + ":"):
@@ -176,7 +372,7 @@ def connect(spec: str | distributed.Client, scratch: Path | None = None) -> Iter
             client = distributed.Client(address, timeout="20s")
         except (OSError, TimeoutError, ValueError) as e:
             raise UserError(f"cannot reach the Dask scheduler at {address}: {first_line(e)}") from None
-        cluster = Cluster(client, own, scratch)
+        cluster = Cluster(client, own, scratch, files)
         own = None
         try:
             yield cluster
@@ -199,3 +395,24 @@ def _task(fn: Callable[..., T], stop: str, *args: Any) -> T:
 def _missing(paths: list[str]) -> list[str]:
     """The paths this worker cannot see."""
     return [p for p in paths if not os.path.exists(p)]
+
+
+def _worker_dir(name: str) -> str:
+    """This worker's directory for a job sent to it (made here)."""
+    path = Path(tempfile.gettempdir()) / f"tracegraph-sent-{name}"
+    (path / "in").mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _receive(path: str, offset: int, data: bytes) -> None:
+    """A chunk of a rank file sent to this worker, written at ``offset``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, data, offset)
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> bytes:
+    """A spill file of this worker's, for the client."""
+    return Path(path).read_bytes()

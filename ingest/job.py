@@ -84,6 +84,8 @@ from tracegraph.ingest.formats.kineto.run import RunFacts, check_one_run, header
 F64 = npt.NDArray[np.float64]
 # Progress of a job: (phase, done, total): ``parse`` and ``write`` count ranks.
 JobProgress = Callable[[str, int, int], None]
+# A file a rank's task wrote (its path as the task named it, the rank file's index), readable here.
+Fetch = Callable[[Path, int], Path]
 T = TypeVar("T")
 
 
@@ -257,12 +259,13 @@ class Plan:
     top_peak: int | None
 
 
-def plan(surveys: list[RankSurvey]) -> Plan:
-    """The job's origin, order, collectives and top allocator, and each rank's share of them."""
+def plan(surveys: list[RankSurvey], fetch: Fetch = lambda path, index: path) -> Plan:
+    """The job's origin, order, collectives and top allocator, and each
+    rank's share of them (``fetch``: a rank's spill file readable here)."""
     check_one_run([s.facts for s in surveys])
     firsts = [s.first_ns for s in surveys if s.first_ns is not None]
     t0 = min(firsts) if firsts else 0
-    seqs = _job_order(surveys)
+    seqs = _job_order([np.load(fetch(s.keys, s.index)) for s in surveys])
     multi = len(surveys) > 1
     calls = RankCalls(set())
     for s in surveys:
@@ -321,18 +324,17 @@ def _top(surveys: list[RankSurvey]) -> tuple[int, int, int, int] | None:
     return None if best is None else (best[1], best[2], best[3], best[4])
 
 
-def _job_order(surveys: list[RankSurvey]) -> list[I64]:
+def _job_order(keys: list[I64]) -> list[I64]:
     """Each rank's ops' places in the job's order (by start, longer first,
     then file order: rank files in order, events in file order), by row:
     a merge of the ranks' sorted keys (16 bytes an op)."""
-    keys = [np.load(s.keys) for s in surveys]
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum([len(k) for k in keys], out=offsets[1:])
     both = np.concatenate(keys) if keys else np.zeros((0, 3), dtype=np.int64)
-    del keys
+    keys.clear()  # (the caller's list: held only once)
     place = _merge(np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1]), offsets)
     out = []
-    for i in range(len(surveys)):
+    for i in range(len(offsets) - 1):
         seq = np.empty(offsets[i + 1] - offsets[i], dtype=np.int64)
         seq[both[offsets[i] : offsets[i + 1], 2]] = place[offsets[i] : offsets[i + 1]]
         out.append(seq)
@@ -579,8 +581,11 @@ class Step:
     counted: bool
 
 
-def walk(results: list[RankResult], injected: list[Injected], joined: Joined) -> list[Step]:
-    """The job's path, walked back from its end across ranks."""
+def walk(
+    results: list[RankResult], injected: list[Injected], joined: Joined, fetch: Fetch = lambda path, index: path
+) -> list[Step]:
+    """The job's path, walked back from its end across ranks (``fetch``: a
+    rank's spill file readable here)."""
     if not injected:
         return []
     top = max(i.top for i in injected)
@@ -595,9 +600,9 @@ def walk(results: list[RankResult], injected: list[Injected], joined: Joined) ->
     rank, node = end.index, end.end
     while True:
         res = by_index[rank]
-        with res.graph.open("rb") as f:
+        with fetch(res.graph, rank).open("rb") as f:
             g, _, _ = pickle.load(f)
-        with inj[rank].spill.open("rb") as f:
+        with fetch(inj[rank].spill, rank).open("rb") as f:
             pred, took = pickle.load(f)
         edges, start = hb.walk_back(pred, g.src, node)
         seg = observed_path.segments(g, np.asarray(edges, dtype=np.int64))
@@ -630,27 +635,59 @@ def threads_for(n_files: int) -> int:
     return max(1, min(n_files, worker_count([Path()] * n_files) if env else cores()))
 
 
+@dataclass(frozen=True)
+class Placed:
+    """Where a job's rank tasks find its rank files and keep their spill
+    files: this machine's own paths when every process sees them, or
+    copies on the workers' own disks (a cluster that shares no path with
+    this machine), each rank's on the worker that runs all its tasks."""
+
+    paths: list[Path]  # the rank files as the tasks name them
+    spill_dir: Path  # the tasks' spill directory
+    homes: list[str] | None = None  # the worker holding rank file k's copy and spills; None: any process
+    fetched: Path = Path()  # (sent) where spill files the tasks wrote are copied to in this process
+
+
 class Ranks(Protocol):
     """Where the ranks' work (rounds 1, 3 and 4) runs: threads of this
     process (:class:`Threads`), or a cluster's workers
     (:mod:`tracegraph.ingest.cluster`). ``scratch``: the directory the
-    ranks' spill files go under (None: the system's temporary directory);
-    every process that runs a rank and this one must see it."""
+    ranks' spill files go under (None: the system's temporary directory)."""
 
     scratch: Path | None
 
-    def map(self, fn: Callable[..., T], calls: list[tuple[Any, ...]], done: Callable[[int], None]) -> list[T]:
+    def place(self, paths: list[Path], spill_dir: Path) -> Placed:
+        """Where the tasks read ``paths`` and keep their spills (``spill_dir``:
+        this process's own); raise UserError when they cannot."""
+        ...
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        calls: list[tuple[Any, ...]],
+        done: Callable[[int], None],
+        homes: list[str] | None = None,
+    ) -> list[T]:
         """``fn(*call)`` of every call, in order; ``done(k)`` (in this
-        process) as call ``k`` ends. On a failure it raises only once no
+        process) as call ``k`` ends; ``homes``: where each call must run
+        (from :attr:`Placed.homes`). On a failure it raises only once no
         call is running any more (a load is aborted after it)."""
+        ...
+
+    def fetch(self, placed: Placed, path: Path, index: int) -> Path:
+        """A spill file that rank file ``index``'s task wrote, readable here."""
+        ...
+
+    def clear(self, placed: Placed, patterns: list[str]) -> None:
+        """Remove the tasks' spill files that match ``patterns``."""
+        ...
+
+    def discard(self, placed: Placed) -> None:
+        """Remove what :meth:`place` put anywhere but this process's spill directory."""
         ...
 
     def writers(self, load: Load, count: int) -> list[PartWriter]:
         """What each of ``count`` ranks writes its part through."""
-        ...
-
-    def reach(self, paths: list[Path]) -> None:
-        """Raise UserError unless every process that runs a rank sees ``paths``."""
         ...
 
 
@@ -659,7 +696,16 @@ class Threads:
 
     scratch: Path | None = None
 
-    def map(self, fn: Callable[..., T], calls: list[tuple[Any, ...]], done: Callable[[int], None]) -> list[T]:
+    def place(self, paths: list[Path], spill_dir: Path) -> Placed:
+        return Placed(paths, spill_dir)
+
+    def map(
+        self,
+        fn: Callable[..., T],
+        calls: list[tuple[Any, ...]],
+        done: Callable[[int], None],
+        homes: list[str] | None = None,
+    ) -> list[T]:
         def one(k: int) -> T:
             out = fn(*calls[k])
             done(k)
@@ -668,20 +714,33 @@ class Threads:
         with ThreadPoolExecutor(threads_for(len(calls)), thread_name_prefix="tracegraph-rank") as pool:
             return _each(pool, one, list(range(len(calls))))
 
+    def fetch(self, placed: Placed, path: Path, index: int) -> Path:
+        return path
+
+    def clear(self, placed: Placed, patterns: list[str]) -> None:
+        clear_spills(placed.spill_dir, patterns)
+
+    def discard(self, placed: Placed) -> None:
+        pass
+
     def writers(self, load: Load, count: int) -> list[PartWriter]:
         return [load] * count
 
-    def reach(self, paths: list[Path]) -> None:
-        pass
+
+def clear_spills(spill_dir: Path | str, patterns: list[str]) -> None:
+    """Remove the files of ``spill_dir`` that match ``patterns``."""
+    for pattern in patterns:
+        for spill in Path(spill_dir).glob(pattern):
+            spill.unlink(missing_ok=True)
 
 
 @dataclass
 class PreparedJob:
     """A job surveyed and planned (rounds 1 and 2): everything that can fail
     on the input is behind it, nothing is written yet. Its ranks' tables
-    wait in ``spill_dir`` (removed by :meth:`close`, or when this is
-    dropped: a prepared job may be stored more than once, e.g. on two
-    databases)."""
+    wait in ``spill_dir`` and where ``placed`` put them (removed by
+    :meth:`close`, or when this is dropped: a prepared job may be stored
+    more than once, e.g. on two databases)."""
 
     paths: list[Path]
     sources: list[str]
@@ -690,12 +749,28 @@ class PreparedJob:
     spill_dir: Path
     timings: dict[str, float] = field(default_factory=dict)
     ranks: Ranks = field(default_factory=Threads)
+    placed: Placed | None = None
 
     def __post_init__(self) -> None:
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self.spill_dir, True)
+        placed = self.placed or Placed(self.paths, self.spill_dir)
+        self._cleanup = weakref.finalize(self, _remove_spills, self.ranks, placed, self.spill_dir)
+
+    def where(self) -> Placed:
+        return self.placed or Placed(self.paths, self.spill_dir)
+
+    def fetch(self, path: Path, index: int) -> Path:
+        return self.ranks.fetch(self.where(), path, index)
 
     def close(self) -> None:
         self._cleanup()
+
+
+def _remove_spills(ranks: Ranks, placed: Placed, spill_dir: Path) -> None:
+    try:
+        if placed.spill_dir != spill_dir:
+            ranks.discard(placed)
+    finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)
 
 
 def prepare_job(
@@ -710,29 +785,44 @@ def prepare_job(
     paths = [Path(p) for p in paths]
     ranks = ranks or Threads()
     spill_dir = Path(tempfile.mkdtemp(prefix="tracegraph-job-", dir=ranks.scratch))
+    placed = None
     t0 = time.perf_counter()
     try:
         sizes = [p.stat().st_size for p in paths]
-        ranks.reach([*paths, spill_dir])
+        placed = ranks.place(paths, spill_dir)
         done = _Counter(report, "parse", sum(sizes))
         named = numbering(paths, [header_rank(p) for p in paths])
-        calls = [(i, p, r, True, spill_dir) for i, (p, r) in enumerate(zip(paths, named))]
-        surveys = ranks.map(survey_rank, calls, lambda k: _surveyed(k, done, sizes[k]))
+        calls = [(i, p, r, True, placed.spill_dir) for i, (p, r) in enumerate(zip(placed.paths, named))]
+        surveys = ranks.map(survey_rank, calls, lambda k: _surveyed(k, done, sizes[k]), placed.homes)
         # a rank named only after the events (the file's trailer) was unknown
         # when the others were numbered: number again, redo the files it moves
         final = numbering(paths, [s.shell.rank if s.shell.named else None for s in surveys])
-        surveys = [
-            s if s.shell.rank == r else survey_rank(s.index, paths[s.index], r, True, spill_dir)
-            for s, r in zip(surveys, final)
-        ]
+        moved = [i for i, (s, r) in enumerate(zip(surveys, final)) if s.shell.rank != r]
+        if moved:
+            again = ranks.map(
+                survey_rank,
+                [(i, placed.paths[i], final[i], True, placed.spill_dir) for i in moved],
+                lambda k: None,
+                [placed.homes[i] for i in moved] if placed.homes else None,
+            )
+            for i, s in zip(moved, again):
+                surveys[i] = s
         if not any(s.shell.events for s in surveys):
             raise InputError(paths[0], "no PyTorch profiler events (cpu_op, cuda_runtime, kernel, ...) in traceEvents")
-        job = plan(surveys)
+        where = placed
+        job = plan(surveys, lambda path, index: ranks.fetch(where, path, index))
     except BaseException:
-        shutil.rmtree(spill_dir, ignore_errors=True)
+        _remove_spills(ranks, placed or Placed(paths, spill_dir), spill_dir)
         raise
     return PreparedJob(
-        paths, sources or [str(p) for p in paths], surveys, job, spill_dir, {"parse_s": time.perf_counter() - t0}, ranks
+        paths,
+        sources or [str(p) for p in paths],
+        surveys,
+        job,
+        spill_dir,
+        {"parse_s": time.perf_counter() - t0},
+        ranks,
+        placed,
     )
 
 
@@ -756,22 +846,26 @@ def store_job(
         try:
             t1 = time.perf_counter()
             done = _Counter(report, "write ranks", len(job.paths))
+            where = job.where()
             writers = job.ranks.writers(load, len(job.surveys))
-            work = [(s, rp, w, job.spill_dir) for s, rp, w in zip(job.surveys, job.plan.ranks, writers)]
-            results: list[RankResult] = job.ranks.map(write_rank, work, lambda k: done(None))
+            work = [(s, rp, w, where.spill_dir) for s, rp, w in zip(job.surveys, job.plan.ranks, writers)]
+            results: list[RankResult] = job.ranks.map(write_rank, work, lambda k: done(None), where.homes)
             timings["write_s"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             x = arrivals(results, job.plan.joined)
-            injected = job.ranks.map(inject_rank, [(r, x, job.spill_dir) for r in results], lambda k: None)
-            steps = walk(results, injected, job.plan.joined)
+            injected = job.ranks.map(
+                inject_rank, [(r, x, where.spill_dir) for r in results], lambda k: None, where.homes
+            )
+            steps = walk(results, injected, job.plan.joined, job.fetch)
             counts, props = _write_job(load, job.surveys, results, job.plan, steps, job.sources)
             timings["job_s"] = time.perf_counter() - t2
         except BaseException:
             load.abort()
             raise
     finally:  # this store's own spills (the ranks' tables stay for another store)
-        for spill in [*job.spill_dir.glob("graph-*.pickle"), *job.spill_dir.glob("inject-*.pickle")]:
-            spill.unlink(missing_ok=True)
+        mine = ["graph-*.pickle", "inject-*.pickle"]
+        clear_spills(job.spill_dir, mine)
+        job.ranks.clear(job.where(), mine)
     return counts, props, timings
 
 

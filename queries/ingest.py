@@ -61,12 +61,13 @@ def store(
 
 
 @contextlib.contextmanager
-def cluster(spec: Any, backend: str, scratch: Path | None = None) -> Iterator[Cluster]:
+def cluster(spec: Any, backend: str, scratch: Path | None = None, files: str = "auto") -> Iterator[Cluster]:
     """The Dask cluster ``spec`` names (:func:`tracegraph.ingest.cluster.connect`)
     to work a job's ranks on, for a database of ``backend``: refused in one
-    line for one its workers cannot write into, before any work."""
+    line for one its workers cannot write into, before any work. ``files``:
+    how its workers get the rank files (``auto``, ``shared``, ``send``)."""
     from tracegraph.ingest import cluster as dask
 
     check_cluster_target(backend)
-    with dask.connect(spec, scratch) as ranks:
+    with dask.connect(spec, scratch, files) as ranks:
         yield ranks

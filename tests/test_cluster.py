@@ -8,12 +8,19 @@ the workers: the worker dies right after writing its rank's part) fails
 the ingest in one line, leaves the name showing the old version and no
 node of the new one, and the next ingest on the same cluster works. The
 embedded database is refused in one line before a cluster starts.
+
+With the files sent (``--cluster-files send``: the workers share no path
+with the client), each rank file lands whole on one worker, the workers
+given about equal bytes, and the job stores the same graph; a worker
+killed mid-job fails it the same way, and nothing sent is left on the
+workers' disks.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,8 +53,13 @@ def neo():
 
 @pytest.fixture(scope="module")
 def local2():
-    """A LocalCluster of 2 worker processes, as ``--cluster local:2`` starts it."""
-    with dask_cluster.connect("local:2") as ranks:
+    """A LocalCluster of 2 worker processes, as ``--cluster local:2`` starts it.
+    A worker killed by a test comes back under its nanny; on a busy machine
+    that can take longer than the 15 s after which the LocalCluster would
+    otherwise give the worker up for good (``lost-worker-timeout``)."""
+    import dask
+
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"}), dask_cluster.connect("local:2") as ranks:
         assert len(ranks.client.scheduler_info()["workers"]) == 2
         yield ranks
 
@@ -81,13 +93,67 @@ def test_cluster_ingest_stores_what_one_process_stores(neo, local2, job):
         assert not a[name].endswith(", [])"), name
 
 
+def _sent(local2) -> dask_cluster.Cluster:
+    """The same cluster, with the rank files sent to its workers."""
+    return dask_cluster.Cluster(local2.client, None, None, "send")
+
+
+def _sent_dirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("tracegraph-sent-*")}
+
+
+def test_rank_files_sent_land_whole_each_on_one_worker(local2, tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(dask_cluster, "CHUNK_BYTES", 1000)  # several chunks a file, sent out of order
+    sizes = [4500, 0, 1000, 2999, 1]
+    files = []
+    for k, n in enumerate(sizes):
+        f = tmp_path / f"r{k}.json.gz"
+        f.write_bytes(os.urandom(n))
+        files.append(f)
+    before = _sent_dirs()
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    placed = _sent(local2).place(files, spill)
+    workers = sorted(local2.client.scheduler_info()["workers"])
+    # largest first, each to the worker given the fewest bytes so far (ties: the first by address)
+    assert placed.homes == [workers[0], workers[1], workers[1], workers[1], workers[1]]
+    assert placed.spill_dir != spill and all(p.name.endswith(f.name) for p, f in zip(placed.paths, files))
+    for p, f, home in zip(placed.paths, files, placed.homes):
+        got = local2.client.submit(dask_cluster._read, str(p), workers=[home], pure=False).result()
+        assert got == f.read_bytes()
+    assert _sent_dirs() - before == {placed.spill_dir.name}
+    _sent(local2).discard(placed)
+    assert _sent_dirs() == before
+
+
+def test_an_unknown_way_of_getting_files_is_refused_in_one_line():
+    with (
+        pytest.raises(UserError, match="--cluster-files 'copy': use one of auto, shared, send"),
+        dask_cluster.connect("local:1", files="copy"),
+    ):
+        pass
+
+
+@needs_neo4j
+def test_a_job_sent_to_the_workers_stores_what_one_process_stores(neo, local2):
+    before = _sent_dirs()
+    here = ingest(neo, JOBS["straggler"], "cl-here-sent")
+    there = ingest(neo, JOBS["straggler"], "cl-there-sent", ranks=_sent(local2))
+    assert there.counts == here.counts
+    assert stored(neo, "cl-there-sent") == stored(neo, "cl-here-sent")
+    assert _rows(neo, "cl-here-sent") == _rows(neo, "cl-there-sent")
+    assert _sent_dirs() == before  # nothing sent is left on the workers' disks
+
+
 def _ranks(graph, name: str) -> list:
     return graph.run("MATCH (r:Rank {trace: $trace}) RETURN r.rank, properties(r) ORDER BY r.rank", trace=name).rows
 
 
 @needs_neo4j
-def test_a_worker_killed_mid_job_fails_the_ingest_and_leaves_the_old_version(neo, local2):
-    name = "cl-kill"
+@pytest.mark.parametrize("files", ["shared", "send"])
+def test_a_worker_killed_mid_job_fails_the_ingest_and_leaves_the_old_version(neo, local2, files):
+    name = f"cl-kill-{files}"
+    ranks = local2 if files == "shared" else _sent(local2)
     ingest(neo, JOBS["balanced"], name)
     old = _ranks(neo, name)
     before = everything(neo)
@@ -95,18 +161,18 @@ def test_a_worker_killed_mid_job_fails_the_ingest_and_leaves_the_old_version(neo
     local2.client.run(lambda: os.environ.__setitem__("TRACEGRAPH_KILL_AT", "rank-written"))
     try:
         with pytest.raises(UserError) as failed:
-            ingest(neo, JOBS["straggler"], name, replace=True, ranks=local2)
+            ingest(neo, JOBS["straggler"], name, replace=True, ranks=ranks)
     finally:  # the workers that did not die (the dead ones come back without it)
         local2.client.run(lambda: os.environ.pop("TRACEGRAPH_KILL_AT", None))
     message = str(failed.value)
     assert "\n" not in message and "nothing was published" in message, message
-    assert "rank file #" in message and "KilledWorker" in message, message
+    assert "rank file #" in message and ("KilledWorker" in message or "left the cluster" in message), message
     assert _ranks(neo, name) == old
     neo.sweep()
     assert everything(neo) == before  # no node of the new version anywhere, the old one whole
     # the next ingest works at once, on the same cluster
     local2.client.wait_for_workers(2, timeout=120)
-    ingest(neo, JOBS["straggler"], name, replace=True, ranks=local2)
+    ingest(neo, JOBS["straggler"], name, replace=True, ranks=ranks)
     assert [r for r, _ in _ranks(neo, name)] == [0, 1, 2, 3]
     assert _ranks(neo, name) != old
 

@@ -58,13 +58,13 @@ def fail_after(graph, monkeypatch, writes: int) -> list[int]:
 
     monkeypatch.setattr(graph, name, failing)
     if graph.backend != "neo4j":  # FalkorDB writes a trace by bulk insert: each call creates
-        real_bulk = graph._bulk_call
+        real_bulk = graph._bulk_send
 
-        def failing_bulk(*args):
+        def failing_bulk(command):
             count()
-            return real_bulk(*args)
+            return real_bulk(command)
 
-        monkeypatch.setattr(graph, "_bulk_call", failing_bulk)
+        monkeypatch.setattr(graph, "_bulk_send", failing_bulk)
     return seen
 
 
@@ -273,21 +273,20 @@ def test_a_value_bulk_cannot_carry_sends_the_trace_by_statements(graph, monkeypa
 def test_a_server_refusing_bulk_insert_gets_statements(graph, monkeypatch):
     """A FalkorDB that does not let this user run GRAPH.BULK (an ACL, a
     managed service): the trace is written by statements instead. The
-    refusal is injected where the client sends the command."""
+    refusal is the server's own: an ACL takes GRAPH.BULK from this user
+    for the ingest."""
     if graph.backend == "neo4j":
         pytest.skip("FalkorDB's loaders")
     import redis
 
-    real = graph._redis.execute_command
-
-    def refuse(*args, **kwargs):
-        if args[0] == "GRAPH.BULK":
-            raise redis.ResponseError("NOPERM User tracegraph has no permissions to run the 'graph.bulk' command")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(graph._redis, "execute_command", refuse)
-    ingest(graph, [SEED_STEPSTATS], "refused-bulk")
-    monkeypatch.undo()
+    who = graph._redis.execute_command("ACL", "WHOAMI")
+    graph._redis.execute_command("ACL", "SETUSER", who, "-graph.bulk")
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):  # (the ACL holds)
+            graph._redis.execute_command("GRAPH.BULK", "tracegraph:acl-probe", "BEGIN", "0", "0", "0", "0")
+        ingest(graph, [SEED_STEPSTATS], "refused-bulk")
+    finally:
+        graph._redis.execute_command("ACL", "SETUSER", who, "+graph.bulk")
     monkeypatch.setenv("TRACEGRAPH_FALKORDB_LOADER", "cypher")
     ingest(graph, [SEED_STEPSTATS], "refused-cypher")
     assert _dump(graph, "refused-bulk") == _dump(graph, "refused-cypher")

@@ -78,6 +78,14 @@ def test_a_failed_streamed_job_leaves_the_old_version(graph, monkeypatch):
     """A failure at the first write, in the middle and at the last one:
     the name shows the old version (another job), nothing else changed."""
     name = "stream-fail"
+
+    def small_calls() -> None:  # FalkorDB: a bulk call per blob, so that failures land between ranks
+        from tracegraph.db import falkor_bulk
+
+        monkeypatch.setattr(falkor_bulk, "CALL_BYTES", 1)
+        monkeypatch.setattr(falkor_bulk, "GROWTH", 0.0)
+
+    small_calls()
     seen = fail_after(graph, monkeypatch, 10**9)  # count the creating writes of the job
     ingest(graph, JOBS["straggler"], "stream-count")
     total = seen[0]
@@ -88,6 +96,7 @@ def test_a_failed_streamed_job_leaves_the_old_version(graph, monkeypatch):
     old = _ranks_and_path(graph, name)
     before = everything(graph)
     for writes in (0, total // 2, total - 1):
+        small_calls()
         fail_after(graph, monkeypatch, writes)
         with pytest.raises(RuntimeError, match="injected failure"):
             ingest(graph, JOBS["straggler"], name, replace=True)

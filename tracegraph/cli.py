@@ -75,7 +75,8 @@ def _cluster(args: argparse.Namespace) -> Iterator[Cluster | None]:
     from tracegraph.queries.ingest import cluster
 
     backend = parse(db_uri(args.db)).backend
-    with cluster(args.cluster, backend, Path(args.cluster_scratch) if args.cluster_scratch else None) as ranks:
+    scratch = Path(args.cluster_scratch) if args.cluster_scratch else None
+    with cluster(args.cluster, backend, scratch, args.cluster_files) as ranks:
         if ranks.dashboard:
             print(f"Dask dashboard: {ranks.dashboard}", file=sys.stderr)
         yield ranks
@@ -378,6 +379,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --cluster: a directory the workers share with this machine for the ranks' spill files "
         "(default: the system's temporary directory, which only a local cluster shares)",
+    )
+    s.add_argument(
+        "--cluster-files",
+        choices=["auto", "shared", "send"],
+        default="auto",
+        help="with --cluster: how the workers get the rank files: shared (they read this machine's paths, "
+        "on a volume they share), send (each file's bytes sent to one worker, which keeps its rank's spills "
+        "on its own disk), or auto (shared when every worker sees every path, else send)",
     )
     s.set_defaults(func=cmd_ingest)
 

@@ -149,18 +149,20 @@ class Connection:
         replace: bool = False,
         format: str = "auto",
         cluster: Any = None,
+        cluster_files: str = "auto",
     ) -> IngestResult:
         """Load trace files (or a directory of them) as one trace, all or
         nothing, as ``tracegraph ingest`` does; ``trace`` defaults to the
         first file's name without its suffixes. An existing name is refused
         unless ``replace``. ``cluster``: a job's rank files worked on a Dask
         cluster writing into Neo4j (``"local:N"``, a scheduler's
-        ``"tcp://host:8786"``, or a ``distributed.Client``), as ``--cluster``."""
+        ``"tcp://host:8786"``, or a ``distributed.Client``), as ``--cluster``;
+        ``cluster_files``: ``"auto"``, ``"shared"`` or ``"send"``, as ``--cluster-files``."""
         files = [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
         name = trace or default_trace_name(files[0])
         if cluster is None:
             return store(self._graph, prepare(files, name, fmt=format), replace=replace)
-        with dask_cluster(cluster, self._graph.backend) as ranks:
+        with dask_cluster(cluster, self._graph.backend, files=cluster_files) as ranks:
             return store(self._graph, prepare(files, name, fmt=format, ranks=ranks), replace=replace)
 
     def traces(self) -> pd.DataFrame:

@@ -39,7 +39,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -288,17 +288,27 @@ class FalkorGraph(Graph):
         cypher = cypher or os.environ.get("TRACEGRAPH_FALKORDB_LOADER", "bulk") == "cypher"
         return FalkorLoad(self, name, self._load_key(load_id), lease, replace, cypher)
 
-    def _bulk_call(self, *args: Any) -> Any:
-        """One GRAPH.BULK command (``args`` after the command's name)."""
+    def _bulk_send(self, command: Iterator[bytes]) -> Any:
+        """One GRAPH.BULK command, given packed and in pieces (streamed from
+        the bulk loader's spool, see :class:`falkor_bulk.Writer`)."""
+        pool = self._redis.connection_pool
+        conn = None
         try:
-            return self._redis.execute_command("GRAPH.BULK", *args)
+            conn = pool.get_connection()
+            conn.send_packed_command(command)
+            return conn.read_response()
         except redis.ConnectionError as e:
             raise self._lost(e) from None
         except redis.ResponseError as e:
             text = first_line(e)
-            if "unknown command" in text.lower() or "noperm" in text.lower():
+            # (redis-py strips the NOPERM of an ACL refusal into its exception's type)
+            refused = isinstance(e, redis.exceptions.NoPermissionError) or "noperm" in text.lower()
+            if refused or "unknown command" in text.lower():
                 raise _NoBulkInsert(text) from None  # a server without GRAPH.BULK for us: statements then
             raise DatabaseError(f"FalkorDB refused a bulk insert: {text}") from None
+        finally:
+            if conn is not None:
+                pool.release(conn)
 
     def _publish(
         self, key: str, name: str, props: dict[str, Any], catalog: list[NodeTable], replace: bool, ints: frozenset[str]
@@ -481,7 +491,7 @@ class FalkorLoad:
 
         props = {"trace": self.name, "uid": "trace", "status": "loading"}
         if not self.cypher:
-            writer = falkor_bulk.Writer(self.graph._bulk_call, self.key)
+            writer = falkor_bulk.Writer(self.graph._bulk_send, self.key)
             try:
                 writer.add_nodes(
                     falkor_bulk.header("Trace", list(props)) + b"".join(falkor_bulk._value(v) for v in props.values()),
@@ -551,8 +561,7 @@ class FalkorLoad:
                     progress,
                     0,
                     tables.elements(),
-                )
-                self.writer.flush()
+                )  # (sent when the writer's spool is due: calls grow with the graph)
                 self.first.append(first)
                 self.ids.append({})
             self.nodes += sum(t.frame.n for t in tables.nodes)

@@ -8,9 +8,9 @@ label or relationships of one type; the server numbers nodes in the order
 they arrive (0, 1, 2, ... across calls), so the loader knows every node's
 id before sending anything, and relationships name their ends by those
 ids. A load may come in parts (a job's ranks, one after the other): each
-part's nodes go first, then its relationships, in calls of about
-:data:`CALL_BYTES` so that the server answers other clients between
-them; a relationship between parts names the ids the earlier parts got.
+part's nodes go first, then its relationships; a relationship between
+parts names the ids the earlier parts got. The blobs are spooled and sent
+in calls that grow with the graph (see :class:`Writer` for why).
 
 A blob is a header (the label or type, NUL-terminated; the property
 count, 4 bytes little-endian; the property names, NUL-terminated), then
@@ -35,9 +35,11 @@ from __future__ import annotations
 import math
 import os
 import struct
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,9 +49,13 @@ from tracegraph.db.base import NodeTable, Progress, RelTable
 from tracegraph.db.falkor import NUL_SIGN
 from tracegraph.errors import DatabaseError
 
-# About this many bytes of blobs per GRAPH.BULK call (the server holds the
-# graph's write lock while it reads one; Redis takes at most 512 MB per blob).
+# The fewest bytes of blobs per GRAPH.BULK call (a call is sent once the
+# spool holds GROWTH times what the graph has received: see Writer), and the
+# most: the server holds a call about twice over while it reads it (its
+# query buffer and the arguments), on top of the graph.
 CALL_BYTES = int(os.environ.get("TRACEGRAPH_BULK_CALL_BYTES", str(8 << 20)))
+MAX_CALL_BYTES = int(os.environ.get("TRACEGRAPH_BULK_MAX_CALL_BYTES", str(128 << 20)))
+GROWTH = float(os.environ.get("TRACEGRAPH_BULK_GROWTH", "0.5"))
 # Rows per blob: a blob is built in memory whole.
 BLOB_ROWS = int(os.environ.get("TRACEGRAPH_BULK_BLOB_ROWS", "10000"))
 # The most bytes of one blob (fewer rows when long strings make it larger).
@@ -64,8 +70,8 @@ _TAGGED_INT64 = struct.Struct("<Bq")
 _TAGGED_DOUBLE = struct.Struct("<Bd")
 _NUL_SIGN_BYTES = np.frombuffer(NUL_SIGN.encode(), dtype=np.uint8).copy()
 
-# Runs one GRAPH.BULK command: its arguments after the command's name.
-Execute = Callable[..., Any]
+# Sends one command given in pieces (a packed Redis command) and returns its reply.
+Send = Callable[[Iterator[bytes]], Any]
 # A column's cells: bytes and their offsets (n + 1).
 Cells = tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]
 
@@ -364,19 +370,29 @@ def blob(header: bytes, columns: list[Cells]) -> bytes:
 
 
 class Writer:
-    """Blobs gathered into GRAPH.BULK calls of about CALL_BYTES; the first
-    call creates the graph (BEGIN). A call runs in a thread of its own
-    while the next one's blobs are encoded (the server's work overlaps the
-    client's); calls still reach the server one after the other, in order."""
+    """Blobs spooled to a temporary file and sent as GRAPH.BULK calls that
+    grow with the graph; the first call creates it (BEGIN).
 
-    def __init__(self, execute: Execute, key: str) -> None:
-        self.execute = execute
+    Why the calls grow: each call makes FalkorDB fold its earlier additions
+    into the label and relation matrices the call touches, which takes time
+    in proportion to those matrices: a load sent in calls of a fixed size
+    takes time quadratic in its size (a 64-rank job's write took 36 times
+    an 8-rank one's). A call is therefore sent once the spool holds
+    :data:`GROWTH` times what the graph has received (at least
+    :data:`CALL_BYTES`, at most :data:`MAX_CALL_BYTES`): a few calls in
+    all, and the total time linear. The spool keeps the client's memory
+    flat (a call is streamed from it, one blob at a time); a call runs in a
+    thread of its own while the next one is spooled, and calls reach the
+    server one after the other, in order. In a call, its node blobs go
+    before its relationship blobs (in the order spooled: node ids stay the
+    order of arrival), so a relationship always finds its ends."""
+
+    def __init__(self, send: Send, key: str) -> None:
+        self.send = send
         self.key = key
         self.begun = False
-        self.blobs: list[bytes] = []
-        self.size = 0
-        self.nodes = 0
-        self.edges = 0
+        self.sent_bytes = 0
+        self.spool: Spool | None = None
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-bulk")
         self.running: Future[None] | None = None
 
@@ -386,6 +402,9 @@ class Writer:
             self.wait()
         finally:
             self.pool.shutdown(wait=True)
+            if self.spool is not None:
+                self.spool.file.close()
+                self.spool = None
 
     def wait(self) -> None:
         running, self.running = self.running, None
@@ -393,41 +412,82 @@ class Writer:
             running.result()
 
     def add_nodes(self, data: bytes, count: int) -> None:
-        if self.edges:
-            self.flush()
-        self._add(data)
-        self.nodes += count
+        self._add(data, count, True)
 
     def add_edges(self, data: bytes, count: int) -> None:
-        if self.nodes:
-            self.flush()
-        self._add(data)
-        self.edges += count
+        self._add(data, count, False)
 
-    def _add(self, data: bytes) -> None:
-        if self.blobs and self.size + len(data) > CALL_BYTES:
+    def _add(self, data: bytes, count: int, node: bool) -> None:
+        spool = self.spool
+        if spool is not None and spool.size + len(data) > self.call_bytes():
             self.flush()
-        self.blobs.append(data)
-        self.size += len(data)
+            spool = None
+        if spool is None:
+            spool = self.spool = Spool(tempfile.TemporaryFile(prefix="tracegraph-bulk-"))  # noqa: SIM115 - closed once sent
+        spool.file.write(data)
+        spool.blobs.append((node, count, len(data)))
+        spool.size += len(data)
+
+    def call_bytes(self) -> int:
+        """The size a call is sent at: it grows with what the graph has."""
+        return int(min(MAX_CALL_BYTES, max(CALL_BYTES, GROWTH * self.sent_bytes)))
 
     def flush(self) -> None:
-        """Send the gathered blobs as one call (once the previous one has answered)."""
-        if not self.blobs:
+        """Send what is spooled as one call (once the previous one has answered)."""
+        spool, self.spool = self.spool, None
+        if spool is None:
             return
-        node_blobs = len(self.blobs) if self.nodes else 0
-        head = ["BEGIN"] if not self.begun else []
-        counts = [self.nodes, self.edges, node_blobs, len(self.blobs) - node_blobs]
-        args = [self.key, *head, *map(str, counts), *self.blobs]
-        self.wait()
-        self.running = self.pool.submit(self._call, args, self.nodes, self.edges)
+        begin = not self.begun
         self.begun = True
-        self.blobs, self.size, self.nodes, self.edges = [], 0, 0, 0
+        self.sent_bytes += spool.size
+        try:
+            self.wait()
+        except BaseException:
+            spool.file.close()
+            raise
+        self.running = self.pool.submit(self._call, spool, begin)
 
-    def _call(self, args: list[Any], nodes: int, edges: int) -> None:
-        reply = self.execute(*args)
+    def _call(self, spool: Spool, begin: bool) -> None:
+        try:
+            nodes = [b for b in spool.blobs if b[0]]
+            edges = [b for b in spool.blobs if not b[0]]
+            n_nodes, n_edges = sum(b[1] for b in nodes), sum(b[1] for b in edges)
+            head = [self.key, *(["BEGIN"] if begin else []), n_nodes, n_edges, len(nodes), len(edges)]
+            reply = self.send(_command(head, spool))
+        finally:
+            spool.file.close()
         text = reply.decode() if isinstance(reply, bytes) else str(reply)
-        if text != f"{nodes} nodes created, {edges} edges created":
-            raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {nodes} nodes, {edges} edges")
+        if text != f"{n_nodes} nodes created, {n_edges} edges created":
+            raise DatabaseError(f"FalkorDB's bulk insert answered {text!r} for {n_nodes} nodes, {n_edges} edges")
+
+
+@dataclass
+class Spool:
+    """The blobs of the next call: their bytes in ``file``, and per blob
+    (a node blob?, its row count, its length) in the order written."""
+
+    file: IO[bytes]
+    blobs: list[tuple[bool, int, int]] = field(default_factory=list)
+    size: int = 0
+
+
+def _command(head: list[Any], spool: Spool) -> Iterator[bytes]:
+    """GRAPH.BULK with ``head`` and the spool's blobs (nodes first) as a
+    Redis command, in pieces: each blob read from the spool as it is sent."""
+    offsets = np.zeros(len(spool.blobs) + 1, dtype=np.int64)
+    np.cumsum([b[2] for b in spool.blobs], out=offsets[1:])
+    order = [i for i, b in enumerate(spool.blobs) if b[0]] + [i for i, b in enumerate(spool.blobs) if not b[0]]
+    words = [b"GRAPH.BULK", *(str(w).encode() for w in head)]
+    yield b"*%d\r\n" % (len(words) + len(order)) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+    for i in order:
+        length = int(offsets[i + 1] - offsets[i])
+        spool.file.seek(int(offsets[i]))
+        data = spool.file.read(length)
+        if len(data) != length:
+            raise DatabaseError("the bulk insert's spool file came back short")
+        yield b"$%d\r\n" % length
+        yield data
+        yield b"\r\n"
 
 
 def header(name: str, properties: list[str]) -> bytes:
