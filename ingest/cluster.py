@@ -89,7 +89,7 @@ class Cluster:
 
     def place(self, paths: list[Path], spill_dir: Path) -> Placed:
         """The rank files and spill files where the workers can use them (see the module docstring)."""
-        workers = sorted(self.client.scheduler_info().get("workers", {}))
+        workers = sorted(self._workers())
         if not workers:
             raise UserError(f"the Dask cluster at {self.client.scheduler.address} has no workers")
         if self.files != "send":
@@ -139,30 +139,22 @@ class Cluster:
         flight: set[Any] = set()
         try:
             for k, p in enumerate(paths):
-                with p.open("rb") as f:
-                    offset = 0
-                    while True:
-                        chunk = f.read(CHUNK_BYTES)
-                        if not chunk and offset:
-                            break
-                        flight = self._drain(flight, CHUNKS_IN_FLIGHT * len(workers) - 1, homes)
-                        # straight to the worker (not through the scheduler), then written there
-                        data = self.client.scatter(chunk, workers=[homes[k]], direct=True, hash=False)
-                        flight.add(
-                            self.client.submit(
-                                _receive,
-                                str(placed.paths[k]),
-                                offset,
-                                data,
-                                workers=[homes[k]],
-                                allow_other_workers=False,
-                                pure=False,
-                            )
+                for offset, chunk in _chunks(p):
+                    flight = self._drain(flight, CHUNKS_IN_FLIGHT * len(workers) - 1, homes)
+                    # straight to the worker (not through the scheduler), then written there
+                    data = self.client.scatter(chunk, workers=[homes[k]], direct=True, hash=False)
+                    flight.add(
+                        self.client.submit(
+                            _receive,
+                            str(placed.paths[k]),
+                            offset,
+                            data,
+                            workers=[homes[k]],
+                            allow_other_workers=False,
+                            pure=False,
                         )
-                        del data
-                        offset += len(chunk)
-                        if not chunk:
-                            break
+                    )
+                    del data, chunk
             self._drain(flight, 0, homes)
         except BaseException as e:
             with contextlib.suppress(Exception):
@@ -183,8 +175,7 @@ class Cluster:
             try:
                 done, flight = wait(flight, timeout=SETTLE_POLL_S, return_when="FIRST_COMPLETED")
             except TimeoutError:
-                alive = set(self.client.scheduler_info().get("workers", {}))
-                gone = sorted(set(homes) - alive)
+                gone = sorted(set(homes) - self._workers())
                 if gone:
                     raise UserError(
                         f"cluster worker {gone[0]} left the cluster while the rank files were sent to it"
@@ -265,7 +256,7 @@ class Cluster:
         """The first pending call whose worker has left the cluster (its task would wait for ever)."""
         if not pending:
             return None
-        alive = set(self.client.scheduler_info().get("workers", {}))
+        alive = self._workers()
         for k in sorted(pending):
             if homes[k] not in alive:
                 return k, homes[k]
@@ -278,7 +269,7 @@ class Cluster:
         local = placed.fetched / path.name
         if not local.exists():
             home = placed.homes[index]
-            if home not in self.client.scheduler_info().get("workers", {}):
+            if home not in self._workers():
                 raise UserError(
                     f"the Dask cluster lost worker {home}, which held rank file #{index + 1}; nothing was published"
                 )
@@ -291,11 +282,12 @@ class Cluster:
         return local
 
     def clear(self, placed: Placed, patterns: list[str]) -> None:
-        clear_spills(placed.spill_dir, patterns)
-        if placed.homes is not None:
-            clear_spills(placed.fetched, patterns)
-            with contextlib.suppress(Exception):
-                self.client.run(clear_spills, str(placed.spill_dir), patterns)
+        if placed.homes is None:  # the client's own spill directory, which the workers share
+            clear_spills(placed.spill_dir, patterns)
+            return
+        clear_spills(placed.fetched, patterns)
+        with contextlib.suppress(Exception):
+            self.client.run(clear_spills, str(placed.spill_dir), patterns)
 
     def discard(self, placed: Placed) -> None:
         if placed.homes is None:
@@ -303,6 +295,10 @@ class Cluster:
         shutil.rmtree(placed.fetched, ignore_errors=True)
         with contextlib.suppress(Exception):
             self.client.run(shutil.rmtree, str(placed.spill_dir), True)
+
+    def _workers(self) -> set[str]:
+        """The addresses of the workers the scheduler has now."""
+        return set(self.client.scheduler_info().get("workers", {}))
 
     def _settle(self, futures: list[Any], homes: list[str] | None = None) -> None:
         """Wait until no task of the round runs (or no worker is left to
@@ -314,7 +310,7 @@ class Cluster:
                 wait(futures, timeout=SETTLE_POLL_S)
                 return
             except TimeoutError:
-                alive = set(self.client.scheduler_info().get("workers", {}))
+                alive = self._workers()
                 if not alive:
                     return
                 if homes:
@@ -395,6 +391,19 @@ def _task(fn: Callable[..., T], stop: str, *args: Any) -> T:
 def _missing(paths: list[str]) -> list[str]:
     """The paths this worker cannot see."""
     return [p for p in paths if not os.path.exists(p)]
+
+
+def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``path`` in pieces of CHUNK_BYTES with their offsets (an empty file: one empty piece)."""
+    with path.open("rb") as f:
+        offset = 0
+        while True:
+            chunk = f.read(CHUNK_BYTES)
+            if chunk or not offset:
+                yield offset, chunk
+            if len(chunk) < CHUNK_BYTES:
+                return
+            offset += len(chunk)
 
 
 def _worker_dir(name: str) -> str:

@@ -747,19 +747,15 @@ class PreparedJob:
     surveys: list[RankSurvey]
     plan: Plan
     spill_dir: Path
+    placed: Placed
     timings: dict[str, float] = field(default_factory=dict)
     ranks: Ranks = field(default_factory=Threads)
-    placed: Placed | None = None
 
     def __post_init__(self) -> None:
-        placed = self.placed or Placed(self.paths, self.spill_dir)
-        self._cleanup = weakref.finalize(self, _remove_spills, self.ranks, placed, self.spill_dir)
-
-    def where(self) -> Placed:
-        return self.placed or Placed(self.paths, self.spill_dir)
+        self._cleanup = weakref.finalize(self, _remove_spills, self.ranks, self.placed, self.spill_dir)
 
     def fetch(self, path: Path, index: int) -> Path:
-        return self.ranks.fetch(self.where(), path, index)
+        return self.ranks.fetch(self.placed, path, index)
 
     def close(self) -> None:
         self._cleanup()
@@ -767,8 +763,7 @@ class PreparedJob:
 
 def _remove_spills(ranks: Ranks, placed: Placed, spill_dir: Path) -> None:
     try:
-        if placed.spill_dir != spill_dir:
-            ranks.discard(placed)
+        ranks.discard(placed)
     finally:
         shutil.rmtree(spill_dir, ignore_errors=True)
 
@@ -820,9 +815,9 @@ def prepare_job(
         surveys,
         job,
         spill_dir,
+        placed,
         {"parse_s": time.perf_counter() - t0},
         ranks,
-        placed,
     )
 
 
@@ -846,7 +841,7 @@ def store_job(
         try:
             t1 = time.perf_counter()
             done = _Counter(report, "write ranks", len(job.paths))
-            where = job.where()
+            where = job.placed
             writers = job.ranks.writers(load, len(job.surveys))
             work = [(s, rp, w, where.spill_dir) for s, rp, w in zip(job.surveys, job.plan.ranks, writers)]
             results: list[RankResult] = job.ranks.map(write_rank, work, lambda k: done(None), where.homes)
@@ -863,9 +858,7 @@ def store_job(
             load.abort()
             raise
     finally:  # this store's own spills (the ranks' tables stay for another store)
-        mine = ["graph-*.pickle", "inject-*.pickle"]
-        clear_spills(job.spill_dir, mine)
-        job.ranks.clear(job.where(), mine)
+        job.ranks.clear(job.placed, ["graph-*.pickle", "inject-*.pickle"])
     return counts, props, timings
 
 
