@@ -426,7 +426,7 @@ class Browser:
         done = self.page.wait_for_function(
             "() => { const f = document.querySelector('[data-testid=\"frame\"]:not([data-tg-seen])');"
             f" if (!f) return null; const s = ({FRAME_STATE})(f); return s.done ? s : null; }}",
-            polling=100,
+            polling="raf",
             timeout=WAIT_MS,
         )
         return done.json_value()
