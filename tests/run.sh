@@ -66,7 +66,10 @@ stop_browser() { if [ -n "$browser_pid" ]; then kill "$browser_pid" 2>/dev/null 
 # first, so that nothing is left behind.
 trap 'wait; stop_browser; stop_neo4j; rm -rf "$logs"' EXIT
 
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+# The venv has no pip of its own to begin with (ensurepip takes seconds):
+# the system's pip puts uv in it, and uv the rest, pip included (a test
+# builds the wheel with it).
+[ -x .venv/bin/python ] || "$PY" -m venv --without-pip .venv
 # The install is editable: once done for this pyproject.toml, a second run
 # has nothing to install (the stamp holds the file's digest). uv (from
 # PyPI) resolves and fetches in parallel: on a fresh machine it installs
@@ -78,9 +81,10 @@ trap 'wait; stop_browser; stop_neo4j; rm -rf "$logs"' EXIT
 # the rest again (the suite took 1.6 times as long that way).
 stamp=.venv/.tracegraph-pyproject.sha256
 if ! sha256sum --status -c "$stamp" 2>/dev/null; then
-  if ! { .venv/bin/python -m pip install -q --disable-pip-version-check uv \
-    && .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test]'; }; then
+  if ! { "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check uv \
+    && .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test]' pip; }; then
     echo "tests/run.sh: uv could not install the test extras (above): installing with pip" >&2
+    .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e '.[test]'
   fi
@@ -100,10 +104,12 @@ fi
 .venv/bin/python -m compileall -q -j 0 api bench ingest queries tracegraph >/dev/null
 
 # numba compiles ingest's kernels on first use and caches them on disk:
-# once here, not in every test worker nor inside a test's time bound; on
-# the second core while ruff and mypy run on the first.
-.venv/bin/python tests/warm_kernels.py >"$logs/warm.log" 2>&1 &
+# once here, not in every test worker nor inside a test's time bound; in
+# two processes (tests/warm_kernels.py's halves) beside ruff and mypy.
+.venv/bin/python tests/warm_kernels.py kineto >"$logs/warm.log" 2>&1 &
 warm_pid=$!
+.venv/bin/python tests/warm_kernels.py rest >"$logs/warm-rest.log" 2>&1 &
+warm_rest_pid=$!
 
 # The habits: lint, format and types (ruff, mypy; pinned in the test extra).
 .venv/bin/ruff check .
@@ -136,11 +142,11 @@ if [ -n "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -z "${TRACEGRAPH_TEST_NEO4J_BROWSER:
   fi
 fi
 
-if ! wait "$warm_pid"; then
-  cat "$logs/warm.log" >&2
+if ! wait "$warm_pid" || ! wait "$warm_rest_pid"; then
+  cat "$logs/warm.log" "$logs/warm-rest.log" >&2
   echo "tests/run.sh: tests/warm_kernels.py failed (above)" >&2
   exit 1
 fi
-cat "$logs/warm.log"
+cat "$logs/warm.log" "$logs/warm-rest.log"
 
 .venv/bin/python -m pytest -q -n "${TRACEGRAPH_TEST_WORKERS:-2}" "$@"
