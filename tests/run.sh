@@ -73,16 +73,12 @@ trap 'wait; stop_browser; stop_neo4j; rm -rf "$logs"' EXIT
 # The install is editable: once done for this pyproject.toml, a second run
 # has nothing to install (the stamp holds the file's digest). uv (from
 # PyPI) resolves and fetches in parallel: on a fresh machine it installs
-# the test extras in about 18 s where pip takes about 40 (2 cores, no
-# cache); pip does it when uv cannot be had. Both compile the packages'
-# bytecode as they install (uv only when asked): where
-# PYTHONDONTWRITEBYTECODE is set, as on these machines, nothing else ever
-# would, and every process of the suite would compile numpy, pandas and
-# the rest again (the suite took 1.6 times as long that way).
+# the test extras in about 8 s where pip takes about 40 (2 cores, no
+# cache); pip does it when uv cannot be had.
 stamp=.venv/.tracegraph-pyproject.sha256
 if ! sha256sum --status -c "$stamp" 2>/dev/null; then
   if ! { "$PY" -m pip --python .venv/bin/python install -q --disable-pip-version-check uv \
-    && .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -e '.[test]' pip; }; then
+    && .venv/bin/uv pip install -q --python .venv/bin/python -e '.[test]' pip; }; then
     echo "tests/run.sh: uv could not install the test extras (above): installing with pip" >&2
     .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip -q
     .venv/bin/python -m pip install -q --upgrade pip
@@ -99,9 +95,12 @@ if [ -z "${TRACEGRAPH_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; t
   fi
 fi
 
-# tracegraph's own modules, compiled once for the same reason (the tests
-# start hundreds of processes that import them).
-.venv/bin/python -m compileall -q -j 0 api bench ingest queries tracegraph >/dev/null
+# Python caches the bytecode of what it imports (here: in .venv and the
+# ignored __pycache__ folders). Where PYTHONDONTWRITEBYTECODE is set, as on
+# these machines, every process of the suite (hundreds) would compile
+# numpy, pandas, tracegraph and the rest again: the suite took 1.6 times
+# as long that way.
+unset PYTHONDONTWRITEBYTECODE
 
 # numba compiles ingest's kernels on first use and caches them on disk:
 # once here, not in every test worker nor inside a test's time bound; in
