@@ -7,8 +7,9 @@ so that no test (least of all one that bounds a CLI call's time) pays for
 it, and the test workers do not compile the same kernels side by side.
 
 ``tests/run.sh`` runs its two halves at once, in two processes: the
-Kineto kernels (about 24 s on one core) and the rest (TF's dependencies
-and the bulk loader's cells, about 9 s); one process would take their sum.
+Kineto kernels (about 27 s on one core) and the rest (the other bundled
+samples' formats and the bulk loader's cells, about 13 s); one process
+would take their sum.
 No argument compiles both.
 """
 
@@ -40,7 +41,16 @@ def rest() -> None:
     from tracegraph.db import falkor_bulk
     from tracegraph.ingest.pipeline import prepare
 
-    prepare([ROOT / "examples" / "traces" / "tf1-alexnet-stepstats.pbtxt"], "warm")  # dependencies, tensors
+    samples = ROOT / "examples" / "traces"
+    prepare([samples / "tf1-alexnet-stepstats.pbtxt"], "warm")  # dependencies, tensors
+    for paths in (  # the other bundled samples (the demo's), one per format
+        [samples / "pytorch-mlp-train.et.json.gz", samples / "pytorch-mlp-train.kineto.json.gz"],
+        [samples / "jax-train-step.xplane.pb.gz"],
+        [samples / "chainer-vgg19-graph.txt"],
+        [samples / "megengine-resnet50-profile.json"],
+        [samples / "tf2-resnet50-opnames.txt"],
+    ):
+        prepare(paths, "warm")
     for column in (
         np.array([1.5, np.nan]),
         np.array([1, 2], dtype=np.int64),
