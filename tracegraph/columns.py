@@ -278,3 +278,14 @@ def kernel(fn: F) -> F:
     from numba import njit
 
     return cast(F, njit(cache=True, nogil=True)(fn))
+
+
+def read_only(data: U8) -> U8:
+    """A read-only view of ``data``, for a kernel's byte buffer: numba
+    compiles a kernel once per kind of array it is given, and bytes read
+    from a file arrive read-only while arrays made in memory are writable,
+    so without this a kernel is compiled twice (seconds each, on a
+    machine's first traces)."""
+    view = data.view()
+    view.flags.writeable = False
+    return view

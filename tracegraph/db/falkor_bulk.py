@@ -44,7 +44,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from tracegraph.columns import F64, I64, U8, B, Column, Lists, Strings, Table, Texts, kernel, take
+from tracegraph.columns import F64, I64, U8, B, Column, Lists, Strings, Table, Texts, kernel, read_only, take
 from tracegraph.db.base import NodeTable, Progress, RelTable
 from tracegraph.db.falkor import NUL_SIGN
 from tracegraph.errors import DatabaseError
@@ -286,15 +286,6 @@ def _dictionary_text(words: tuple[str, ...] | list[str]) -> tuple[npt.NDArray[np
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def _read_only(data: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """A read-only view of ``data``: text reaches the kernels both from
-    bytes (read-only) and from arrays made here (writable), and numba would
-    compile each kernel once for each."""
-    view = data.view()
-    view.flags.writeable = False
-    return view
-
-
 def cells(column: Column, integer: bool, boolean: bool = False) -> Cells:
     """A column's cells (see :func:`column_cells`)."""
     how = _AS_BOOL if boolean else _AS_INT if integer else _AS_DOUBLE
@@ -302,11 +293,11 @@ def cells(column: Column, integer: bool, boolean: bool = False) -> Cells:
         text, toff = _dictionary_text(column.values)
         return _text_cells(np.asarray(column.codes, dtype=np.int64), text, toff)
     if isinstance(column, Texts):
-        data, off = _without_nul(_read_only(column.data), column.offsets, _NUL_SIGN_BYTES)
+        data, off = _without_nul(read_only(column.data), column.offsets, _NUL_SIGN_BYTES)
         codes = np.arange(len(column), dtype=np.int64)
         if column.missing is not None:
             codes[column.missing] = -1
-        return _text_cells(codes, _read_only(data), off)
+        return _text_cells(codes, read_only(data), off)
     if isinstance(column, Lists):
         vals = column.values
         none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)

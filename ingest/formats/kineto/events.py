@@ -101,19 +101,10 @@ def _pieces(path: Path) -> Iterator[bytes]:
             yield piece
 
 
-def _read_only(buf: np.ndarray) -> np.ndarray:
-    """``buf`` marked read-only, as a piece read from the file is: numba
-    compiles the scanner once per kind of array it is given (a read-only
-    one and a writable one would be two compilations of seconds each, on
-    every machine's first trace that spans more than one piece)."""
-    buf.flags.writeable = False
-    return buf
-
-
 def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
     """The events by :func:`scan.scan`, or None: read them the old way."""
     cols = scan.Columns()
-    buf = _read_only(np.zeros(0, dtype=np.uint8))
+    buf = np.zeros(0, dtype=np.uint8)
     pos = -1  # where the list's events start in buf (-1: not found yet)
     index = 0
     tail = b""
@@ -125,7 +116,7 @@ def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
             final = piece is None
             if piece is not None:
                 buf = (
-                    _read_only(np.concatenate([buf, np.frombuffer(piece, dtype=np.uint8)]))
+                    np.concatenate([buf, np.frombuffer(piece, dtype=np.uint8)])
                     if len(buf)
                     else np.frombuffer(piece, dtype=np.uint8)
                 )
@@ -141,7 +132,7 @@ def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
             if status == scan.DONE:
                 tail = bytes(buf[at:]) + b"".join(pieces)
                 break
-            buf = _read_only(buf[at:].copy())
+            buf = buf[at:].copy()
             pos = 0
         else:
             return None

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tracegraph.columns import I64, U8, U64, kernel
+from tracegraph.columns import I64, U8, U64, kernel, read_only
 
 # What scan answers.
 DONE = 0  # the list ended (its closing bracket is consumed)
@@ -1157,6 +1157,7 @@ def _events_start(buf: U8, n: int) -> Any:  # pragma: no cover - compiled
 
 def run(cols: Columns, buf: np.ndarray, pos: int, n: int, final: bool, index: int) -> tuple[int, int, int, int]:
     """:func:`scan` over ``buf[pos:n]`` with ``cols``' tables, growing them as needed."""
+    buf = read_only(buf)  # one compilation, whether buf came from the file or was joined here
     while True:
         status, at, index, reason = scan(
             buf,
@@ -1195,4 +1196,4 @@ def _dictionary(d: Dictionary) -> tuple[I64, I64, U64, U8, I64]:
 
 
 def events_start(buf: np.ndarray, n: int) -> int:
-    return int(_events_start(buf, n))
+    return int(_events_start(read_only(buf), n))
