@@ -6,6 +6,7 @@ servers it started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -274,6 +275,76 @@ def test_racing_starts_make_one_server_and_a_killed_reaper_is_replaced(tmp_path)
     run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "1"}, check=True)
     assert len(_processes(home, "--reap")) == 1  # a new one watches the server
     assert _gone(home)
+
+
+def test_a_busy_server_keeps_its_reaper_and_is_not_started_twice(tmp_path, monkeypatch):
+    """A server busy in one long command (a bulk load chunk on a loaded
+    machine; a Lua loop here) answers every other client BUSY. It still
+    runs: its reaper stays, and a process that arrives meanwhile waits for
+    it instead of starting a second server on the same files. Once free
+    and unused, the reaper stops it."""
+    import threading
+
+    from tracegraph.db.embedded import EmbeddedServer, _held
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "1")
+    first = EmbeddedServer(home)
+    sock = first.acquire()
+    pid = _server_pid(home)
+    assert pid and len(_processes(home, "--reap")) == 1
+    admin = redis.Redis(unix_socket_path=sock)
+    admin.config_set("busy-reply-threshold", 50)  # ms before other clients are told BUSY
+    loop = threading.Thread(
+        target=_ignore_errors, args=(redis.Redis(unix_socket_path=sock).eval, "while true do end", 0)
+    )
+    loop.start()
+    second = EmbeddedServer(home)
+    arrived = threading.Thread(target=second.acquire)
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers_busy(sock):
+            assert time.monotonic() < deadline, "the Lua loop never made the server busy"
+            time.sleep(0.05)
+        arrived.start()
+        time.sleep(2)  # the reaper looks every 0.5 s; the newcomer keeps waiting
+        assert arrived.is_alive() and _processes(home, "redis-server") == [pid]
+    finally:
+        _kill_script(sock)
+        loop.join()
+    arrived.join(timeout=120)
+    assert not arrived.is_alive() and _processes(home, "redis-server") == [pid] and _server_pid(home) == pid
+    assert len(_processes(home, "--reap")) == 1 and _held(home / "falkordb" / "reaper.lock")
+    second.release()
+    first.release()
+    assert _gone(home)  # the reaper, still watching, stopped it once unused
+
+
+def _ignore_errors(call, *args) -> None:
+    with contextlib.suppress(redis.RedisError):  # the loop is killed: that is its end
+        call(*args)
+
+
+def _answers_busy(sock: str) -> bool:
+    try:
+        redis.Redis(unix_socket_path=sock).ping()
+    except redis.BusyLoadingError:
+        return False
+    except redis.ResponseError as e:
+        return str(e).startswith("BUSY") or "busy" in str(e).lower()
+    return False
+
+
+def _kill_script(sock: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            redis.Redis(unix_socket_path=sock).script_kill()
+            return
+        except redis.ResponseError as e:
+            if "NOTBUSY" in str(e) or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 def test_server_that_cannot_start_is_a_clear_error(tmp_path):

@@ -20,6 +20,11 @@ used it for ``TRACEGRAPH_IDLE_S`` seconds (default 300; 0 stops it when the
 last user leaves, by that user). The reaper holds ``reaper.lock`` for its
 life, so there is one per directory, and any process that finds a server
 without one starts one: no server is left behind forever.
+
+Whether a server runs is asked of the operating system (its pid file, its
+process), never by pinging it: a server busy loading, or stalled on a
+loaded machine, still runs. Taking silence for death would leave it
+without its reaper, or start a second server on the same files.
 """
 
 from __future__ import annotations
@@ -81,7 +86,9 @@ class EmbeddedServer:
             ) from None
         idle = idle_timeout()
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
-            if not self._alive():
+            if self._running():
+                self._wait_until_answering(time.monotonic() + START_TIMEOUT_S)
+            else:
                 self._spawn()
             if idle > 0 and not _held(self.data_dir / "reaper.lock"):
                 self._start_reaper(idle)
@@ -151,7 +158,7 @@ class EmbeddedServer:
         if not watching:
             return  # another reaper watches this server
         unused_since: float | None = None
-        while self._alive():
+        while self._running():
             now = time.monotonic()
             if not _unused(self.data_dir):
                 unused_since = None
@@ -165,13 +172,36 @@ class EmbeddedServer:
                 unused_since = None
             time.sleep(REAP_EVERY_S)
 
-    def _alive(self) -> bool:
+    def _running(self) -> bool:
+        """Is this directory's server up: its socket there, and the process
+        of its pid file alive and working here? Asks the server nothing, so
+        a busy one counts."""
         if not self.socket.exists():
             return False
+        try:
+            pid = int((self.data_dir / "server.pid").read_text().strip())
+        except (OSError, ValueError):
+            return self._answers()  # no pid file (yet): only the server can say
+        return _serves(pid, self.data_dir)
+
+    def _answers(self) -> bool:
         try:
             return bool(redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5).ping())
         except redis.RedisError:
             return False
+
+    def _wait_until_answering(self, deadline: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+        """Wait until the server answers a ping (not loading, not stalled)."""
+        log = self.log_file
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise DatabaseError(f"the embedded FalkorDB server exited at start: {_last_line(log)} (log: {log})")
+            if self._answers():
+                return
+            time.sleep(0.05)
+        if proc is not None:
+            proc.kill()
+        raise DatabaseError(f"the embedded FalkorDB server did not answer within {START_TIMEOUT_S:.0f} s (log: {log})")
 
     def _spawn(self) -> None:
         try:
@@ -231,19 +261,7 @@ class EmbeddedServer:
             )
         except OSError as e:
             raise DatabaseError(f"cannot start the embedded FalkorDB server ({server}): {e}") from None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise DatabaseError(f"the embedded FalkorDB server exited at start: {_last_line(log)} (log: {log})")
-            if self._alive():
-                try:
-                    redis.Redis(unix_socket_path=str(self.socket)).ping()
-                    return
-                except redis.BusyLoadingError:
-                    pass
-            time.sleep(0.05)
-        proc.kill()
-        raise DatabaseError(f"the embedded FalkorDB server did not answer within {START_TIMEOUT_S:.0f} s (log: {log})")
+        self._wait_until_answering(time.monotonic() + START_TIMEOUT_S, proc)
 
     def _shutdown(self) -> None:
         """SHUTDOWN fsyncs the append-only file, removes the socket and
@@ -268,6 +286,29 @@ class EmbeddedServer:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.socket.exists():
             time.sleep(0.02)
+
+
+def _serves(pid: int, data_dir: Path) -> bool:
+    """Is process ``pid`` alive (not a zombie) and, where /proc shows it, a
+    server working in ``data_dir`` (redis-server moves into its ``--dir``)?
+    A stale pid file's number may since be another process's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    proc = Path(f"/proc/{pid}")
+    if not proc.is_dir():
+        return True  # no /proc (macOS): the pid is the best there is
+    try:
+        if "State:\tZ" in (proc / "status").read_text():
+            return False
+        return os.readlink(proc / "cwd") == str(data_dir.resolve())
+    except PermissionError:
+        return True  # another user's process: alive is all we can know
+    except OSError:
+        return False  # it exited while we looked
 
 
 def _unused(data_dir: Path) -> bool:
