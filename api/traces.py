@@ -61,10 +61,16 @@ def trace_name_pattern() -> str:
     """check_trace_name's rule as a JSON Schema pattern: printable characters
     (this Python's Unicode database: an exact class, not ``\\p{...}``, which
     the validator might read with another Unicode version), no '/' or '~',
-    no leading or trailing space (the length is minLength/maxLength's)."""
+    no leading or trailing space (the length is minLength/maxLength's).
+
+    Written as "no barred character anywhere" (a lookahead) rather than "only
+    allowed characters": the same strings, but a generator of examples
+    (Hypothesis, behind schemathesis) then draws from any character and
+    filters, instead of building a strategy for ~700 ranges per draw, which
+    took half of the API fuzz test's time."""
     ranges: list[tuple[int, int]] = []
     for c in range(sys.maxunicode + 1):
-        if chr(c).isprintable() and chr(c) not in "/~":
+        if not chr(c).isprintable() or chr(c) in "/~":
             if ranges and ranges[-1][1] == c - 1:
                 ranges[-1] = (ranges[-1][0], c)
             else:
@@ -73,8 +79,8 @@ def trace_name_pattern() -> str:
     def char(c: int) -> str:  # astral characters as themselves: \\u{...} is not read everywhere
         return f"\\u{c:04X}" if c <= 0xFFFF else chr(c)
 
-    allowed = "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in ranges)
-    return f"^(?! )(?!.* $)[{allowed}]+$"
+    barred = "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in ranges)
+    return f"^(?! )(?!.* $)(?!.*[{barred}])."
 
 
 def upload_schema(max_files: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 ``schemathesis run`` it starts, through ``SCHEMATHESIS_HOOKS``).
 
 So that requests reach the analyses, the timeline, the ingest and the
-Cypher runner as well as the 404s, half the generated names are real ones
+Cypher runner as well as the 404s, three in four generated names are real ones
 (the stored trace, one of its ops, a catalog analysis), most generated
 Cypher is a query on the stored trace, and a third of the uploaded files
 is a real trace file (the rest schemathesis's samples and random bytes).
@@ -25,6 +25,7 @@ a multipart form sends as text that is valid after all.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable
@@ -41,6 +42,8 @@ from schemathesis.core.file_samples import FILE_SAMPLES  # schemathesis's own `f
 
 from tracegraph.api.settings import Settings
 from tracegraph.api.traces import upload_schema
+from tracegraph.db.base import MAX_TRACE_NAME, check_trace_name
+from tracegraph.errors import BadRequest
 from tracegraph.queries.catalog import catalog
 
 SEED_TRACE = os.environ.get("TRACEGRAPH_SCHEMA_TRACE", "alexnet-seed")  # the trace the server has stored
@@ -70,17 +73,20 @@ DATA_REFUSALS: dict[str, dict[int, Callable[[str, Any], bool]]] = {
 
 
 def _sometimes(values: dict[str, Any], real: dict[str, Any]) -> Any:
-    """``values`` as generated, or with ``real``'s values in place of theirs
-    (for each name that is there as a string: anything else is what makes a
-    negative case, and stays)."""
+    """``values`` as generated (a quarter of the time), or with ``real``'s
+    values in place of theirs (for each name that is there as a string:
+    anything else is what makes a negative case, and stays). Three in four:
+    an operation that takes two real names (a trace in the path and an op
+    in the query) gets both in half its requests, and reaches its answer."""
     if not isinstance(values, dict) or not all(isinstance(values.get(k), str) for k in real):
         return st.just(values)
-    return st.sampled_from([values, {**values, **real}])
+    merged = {**values, **real}
+    return st.sampled_from([values, merged, merged, merged])
 
 
 @schemathesis.hook
 def flatmap_path_parameters(context, path_parameters):
-    """Half the time the stored trace instead of a generated name (never for
+    """Mostly the stored trace instead of a generated name (never for
     DELETE: the stored trace stays), and a catalog analysis for ``GET
     /queries/{name}``."""
     label = context.operation.label
@@ -91,9 +97,41 @@ def flatmap_path_parameters(context, path_parameters):
     return _sometimes(path_parameters, {"trace": SEED_TRACE})
 
 
+_uploads = itertools.count()
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    """Two edits to a request about to go (schemathesis classifies it again after):
+
+    * the stored trace stays for the whole run: a delete of it (schemathesis
+      takes names from earlier answers, such as ``GET /traces``) goes to a
+      name no trace has, and is answered as one;
+    * every other upload under a good name gets a name of its own (a
+      numbered suffix): generated names repeat, and an operation whose
+      valid requests all met 409 would never show its 201. The others
+      keep theirs, so the 409s are still asked for."""
+    label = case.operation.label
+    if label == "DELETE /traces/{trace}" and (case.path_parameters or {}).get("trace") == SEED_TRACE:
+        case.path_parameters = {**case.path_parameters, "trace": f"{SEED_TRACE}-kept"}
+    elif label == "POST /traces" and isinstance(case.body, dict) and next(_uploads) % 2:
+        name = case.body.get("trace")
+        if isinstance(name, str) and _good_name(name):
+            suffix = f"-{next(_uploads)}"
+            case.body = {**case.body, "trace": name[: MAX_TRACE_NAME - len(suffix)] + suffix}
+
+
+def _good_name(name: str) -> bool:
+    try:
+        check_trace_name(name)
+    except BadRequest:
+        return False
+    return True
+
+
 @schemathesis.hook
 def flatmap_query(context, query):
-    """Half the time the stored trace as trace-diff's base, and an op of it where an op's name is asked for."""
+    """Mostly the stored trace as trace-diff's base, and an op of it where an op's name is asked for."""
     path = context.operation.path
     if path.endswith(("/trace-diff", "/trace-diff-summary")):
         return _sometimes(query, {"base": SEED_TRACE})
@@ -195,3 +233,13 @@ schemathesis.openapi.format(
         st.just(UPLOAD_SAMPLE.read_bytes()), st.sampled_from(list(FILE_SAMPLES.values())), st.binary(max_size=256)
     ),
 )
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    if case.operation.label == "POST /traces":
+        meta = case.meta
+        with open("/tmp/sch_calls.txt", "a") as f:
+            f.write(
+                f"{meta.phase.name if meta else None} {meta.generation.mode if meta else None} {response.status_code} {str(case.body.get('trace') if isinstance(case.body, dict) else '')[:30]!r}\n"
+            )

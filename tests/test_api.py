@@ -702,3 +702,36 @@ def test_openapi_and_docs(client):
     assert upload_body["required"] == ["trace", "files"]
     r = client.get("/docs")
     assert r.status_code == 200 and "swagger" in r.text.lower() and "/openapi.json" in r.text
+
+
+def test_the_documented_trace_name_pattern_is_the_servers_rule(client):
+    """The upload form's ``trace`` pattern, read by a JSON Schema validator,
+    takes exactly the names check_trace_name takes: every code point at the
+    edge of a run of allowed ones (and its neighbours), alone, inside a
+    name, and at its ends."""
+    import sys
+
+    import jsonschema_rs
+
+    from tracegraph.db.base import check_trace_name
+    from tracegraph.errors import BadRequest
+
+    upload = client.get("/openapi.json").json()["paths"]["/traces"]["post"]["requestBody"]
+    field = upload["content"]["multipart/form-data"]["schema"]["properties"]["trace"]
+    validator = jsonschema_rs.validator_for(field)
+
+    def server_takes(name: str) -> bool:
+        try:
+            check_trace_name(name)
+        except BadRequest:
+            return False
+        return True
+
+    allowed = [chr(c).isprintable() and chr(c) not in "/~" for c in range(sys.maxunicode + 1)]
+    edges = {c + d for c in range(1, len(allowed)) if allowed[c] != allowed[c - 1] for d in (-2, -1, 0, 1)}
+    edges -= set(range(0xD800, 0xE000))  # lone surrogates: no UTF-8 text (a form, a URL) carries one
+    assert len(edges) > 2000
+    for c in sorted(edges | {0, 0x20, 0x2F, 0x7E, sys.maxunicode}):
+        for name in (chr(c), f"a{chr(c)}b", f"{chr(c)}ab", f"ab{chr(c)}"):
+            assert validator.is_valid(name) == server_takes(name), (hex(c), name)
+    assert not validator.is_valid("") and not validator.is_valid(" ")
