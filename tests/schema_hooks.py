@@ -114,10 +114,10 @@ def before_call(context, case, kwargs):
     label = case.operation.label
     if label == "DELETE /traces/{trace}" and (case.path_parameters or {}).get("trace") == SEED_TRACE:
         case.path_parameters = {**case.path_parameters, "trace": f"{SEED_TRACE}-kept"}
-    elif label == "POST /traces" and isinstance(case.body, dict) and next(_uploads) % 2:
-        name = case.body.get("trace")
-        if isinstance(name, str) and _good_name(name):
-            suffix = f"-{next(_uploads)}"
+    elif label == "POST /traces" and isinstance(case.body, dict):
+        n, name = next(_uploads), case.body.get("trace")
+        if n % 2 and isinstance(name, str) and _good_name(name):
+            suffix = f"-{n}"
             case.body = {**case.body, "trace": name[: MAX_TRACE_NAME - len(suffix)] + suffix}
 
 
