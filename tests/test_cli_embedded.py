@@ -199,6 +199,24 @@ def test_persists_across_restart_and_crash(tmp_path):
     assert {t["trace"] for t in json.loads(out)} == {"survivor", "after-crash"}
 
 
+def test_the_last_user_of_a_killed_server_leaves_at_once(tmp_path, monkeypatch):
+    """A server killed under its last user leaves its socket file behind;
+    leaving does not wait for that file to go (it waited a minute), and the
+    next call starts a server again."""
+    from tracegraph.db.embedded import EmbeddedServer
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "0")  # no reaper: the last user stops the server
+    server = EmbeddedServer(home)
+    server.acquire()
+    os.kill(_server_pid(home), signal.SIGKILL)
+    assert _gone(home) and server.socket.exists()
+    started = time.monotonic()
+    server.release()
+    assert time.monotonic() - started < 30  # (the bound is loose: the old wait was 60 s)
+    assert "trace" in run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "0"}, check=True).stdout
+
+
 def test_cli_call_leaves_a_shared_server_running(tmp_path):
     from tracegraph.db.embedded import EmbeddedServer
 

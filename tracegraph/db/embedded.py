@@ -111,7 +111,7 @@ class EmbeddedServer:
             self._users_fd = None
             if idle_timeout() > 0 and _held(self.data_dir / "reaper.lock"):
                 return
-            if _unused(self.data_dir):
+            if _unused(self.data_dir) and self._running():
                 self._shutdown()
 
     def _start_reaper(self, idle: float) -> None:
@@ -284,7 +284,7 @@ class EmbeddedServer:
             except (OSError, ValueError):
                 pass
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.socket.exists():
+        while time.monotonic() < deadline and self._running():  # a killed server leaves its socket file
             time.sleep(0.02)
 
 
