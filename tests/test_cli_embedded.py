@@ -199,6 +199,49 @@ def test_persists_across_restart_and_crash(tmp_path):
     assert {t["trace"] for t in json.loads(out)} == {"survivor", "after-crash"}
 
 
+def test_a_reaper_whose_server_died_keeps_watch_until_it_cannot_be_needed(tmp_path, monkeypatch):
+    """A reaper that sees its server gone lets go of reaper.lock only under
+    start.lock, where no server can be starting. Before, it exited at
+    once: a process starting the next server in that moment found the
+    lock still held, started no reaper, and the new server was never
+    stopped. Here the test holds start.lock while the server is killed:
+    the reaper keeps its lock meanwhile, and one reaper watches the server
+    started next."""
+    import fcntl
+    import threading
+
+    from tracegraph.db.embedded import EmbeddedServer, _held
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "1")
+    first = EmbeddedServer(home)
+    first.acquire()  # and stays a user until the end: no idle stop meanwhile
+    old = _server_pid(home)
+    (reaper,) = _processes(home, "--reap")
+    start_lock = os.open(home / "falkordb" / "start.lock", os.O_RDWR)
+    fcntl.flock(start_lock, fcntl.LOCK_EX)
+    second = EmbeddedServer(home)
+    arrived = threading.Thread(target=second.acquire)
+    try:
+        os.kill(old, signal.SIGKILL)
+        assert _gone(home)
+        time.sleep(2)  # the reaper looks every 0.5 s: it has seen its server gone
+        assert _held(home / "falkordb" / "reaper.lock") and _processes(home, "--reap") == [reaper]
+        arrived.start()  # waits for start.lock, then starts a server
+    finally:
+        os.close(start_lock)
+    arrived.join(timeout=120)
+    new = _server_pid(home)
+    assert not arrived.is_alive() and new and new != old
+    # The old reaper watches the new server (it took start.lock after the
+    # newcomer), or let go before the newcomer looked, which started one.
+    time.sleep(1)
+    assert len(_processes(home, "--reap")) == 1 and _held(home / "falkordb" / "reaper.lock")
+    second.release()
+    first.release()
+    assert _gone(home)  # stopped by the reaper once unused
+
+
 def test_the_last_user_of_a_killed_server_leaves_at_once(tmp_path, monkeypatch):
     """A server killed under its last user leaves its socket file behind;
     leaving does not wait for that file to go (it waited a minute), and the

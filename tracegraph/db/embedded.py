@@ -19,7 +19,9 @@ A small watcher process started with the server (the *reaper*,
 used it for ``TRACEGRAPH_IDLE_S`` seconds (default 300; 0 stops it when the
 last user leaves, by that user). The reaper holds ``reaper.lock`` for its
 life, so there is one per directory, and any process that finds a server
-without one starts one: no server is left behind forever.
+without one starts one: no server is left behind forever. It lets go only
+under ``start.lock``, once its server is gone, so that a server started
+next never finds a reaper about to exit and takes it for its own.
 
 Whether a server runs is asked of the operating system (its pid file, its
 process), never by pinging it: a server busy loading, or stalled on a
@@ -158,7 +160,16 @@ class EmbeddedServer:
         if not watching:
             return  # another reaper watches this server
         unused_since: float | None = None
-        while self._running():
+        while True:
+            if not self._running():
+                # Gone (stopped or killed). Let go of reaper.lock under
+                # start.lock: a process that starts the next server there
+                # must not find this reaper, about to exit, still holding it.
+                with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
+                    if not self._running():
+                        os.close(fd)
+                        return
+                continue  # started again meanwhile: watch that one
             now = time.monotonic()
             if not _unused(self.data_dir):
                 unused_since = None
@@ -168,6 +179,7 @@ class EmbeddedServer:
                 with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
                     if _unused(self.data_dir):
                         self._shutdown()
+                        os.close(fd)  # (as above)
                         return
                 unused_since = None
             time.sleep(REAP_EVERY_S)
