@@ -204,7 +204,8 @@ def test_a_reaper_whose_server_died_keeps_watch_until_it_cannot_be_needed(tmp_pa
     start.lock, where no server can be starting. Before, it exited at
     once: a process starting the next server in that moment found the
     lock still held, started no reaper, and the new server was never
-    stopped. Here the test holds start.lock while the server is killed:
+    stopped. Here the test holds start.lock while the server is killed
+    (waiting for the reaper to wait for it):
     the reaper keeps its lock meanwhile, and one reaper watches the server
     started next."""
     import fcntl
@@ -225,7 +226,12 @@ def test_a_reaper_whose_server_died_keeps_watch_until_it_cannot_be_needed(tmp_pa
     try:
         os.kill(old, signal.SIGKILL)
         assert _gone(home)
-        time.sleep(1)  # the reaper looks every 0.5 s: it has seen its server gone
+        # Until the reaper has seen its server gone: then it waits for
+        # start.lock (a blocked flock in /proc/locks), or, as before, exits.
+        inode = os.fstat(start_lock).st_ino
+        deadline = time.monotonic() + 120
+        while not _flock_waited_for(inode) and _processes(home, "--reap") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _held(home / "falkordb" / "reaper.lock") and _processes(home, "--reap") == [reaper]
         arrived.start()  # waits for start.lock, then starts a server
     finally:
@@ -242,6 +248,15 @@ def test_a_reaper_whose_server_died_keeps_watch_until_it_cannot_be_needed(tmp_pa
     second.release()
     first.release()
     assert _gone(home)  # stopped by the reaper once unused
+
+
+def _flock_waited_for(inode: int) -> bool:
+    """Does some process wait for an flock on the file with ``inode`` (a ``->`` line of /proc/locks)?"""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[fields.index("->") + 1] == "FLOCK" and fields[-3].endswith(f":{inode}"):
+            return True
+    return False
 
 
 def test_the_last_user_of_a_killed_server_leaves_at_once(tmp_path, monkeypatch):
@@ -355,7 +370,7 @@ def test_a_busy_server_keeps_its_reaper_and_is_not_started_twice(tmp_path, monke
     first = EmbeddedServer(home)
     sock = first.acquire()
     pid = _server_pid(home)
-    assert pid and len(_processes(home, "--reap")) == 1
+    (reaper,) = _processes(home, "--reap")
     admin = redis.Redis(unix_socket_path=sock)
     admin.config_set("busy-reply-threshold", 50)  # ms before other clients are told BUSY
     loop = threading.Thread(
@@ -363,7 +378,8 @@ def test_a_busy_server_keeps_its_reaper_and_is_not_started_twice(tmp_path, monke
     )
     loop.start()
     second = EmbeddedServer(home)
-    arrived = threading.Thread(target=second.acquire)
+    acquired: list[str] = []
+    arrived = threading.Thread(target=lambda: acquired.append(second.acquire()))
     try:
         deadline = time.monotonic() + 60
         while not _answers_busy(sock):
@@ -374,10 +390,11 @@ def test_a_busy_server_keeps_its_reaper_and_is_not_started_twice(tmp_path, monke
         assert arrived.is_alive() and _processes(home, "redis-server") == [pid]
     finally:
         _kill_script(sock)
-        loop.join()
+        loop.join(timeout=120)
     arrived.join(timeout=120)
-    assert not arrived.is_alive() and _processes(home, "redis-server") == [pid] and _server_pid(home) == pid
-    assert len(_processes(home, "--reap")) == 1 and _held(home / "falkordb" / "reaper.lock")
+    assert acquired == [sock]  # (an exception in the thread would leave it empty)
+    assert _processes(home, "redis-server") == [pid] and _server_pid(home) == pid
+    assert _processes(home, "--reap") == [reaper] and _held(home / "falkordb" / "reaper.lock")
     second.release()
     first.release()
     assert _gone(home)  # the reaper, still watching, stopped it once unused

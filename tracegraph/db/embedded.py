@@ -23,10 +23,11 @@ without one starts one: no server is left behind forever. It lets go only
 under ``start.lock``, once its server is gone, so that a server started
 next never finds a reaper about to exit and takes it for its own.
 
-Whether a server runs is asked of the operating system (its pid file, its
-process), never by pinging it: a server busy loading, or stalled on a
-loaded machine, still runs. Taking silence for death would leave it
-without its reaper, or start a second server on the same files.
+Whether a server runs is asked of its socket (does a connection open?),
+never by a command: a server busy in a long command answers every other
+client BUSY, and one loading or stalled on a loaded machine answers
+nothing for a while, yet each still runs. Taking that for its end would
+leave it without its reaper, or start a second server on the same files.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import hashlib
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -88,9 +90,7 @@ class EmbeddedServer:
             ) from None
         idle = idle_timeout()
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
-            if self._running():
-                self._wait_until_answering(time.monotonic() + START_TIMEOUT_S)
-            else:
+            if not (self._running() and self._wait_until_answering(time.monotonic() + START_TIMEOUT_S)):
                 self._spawn()
             if idle > 0 and not _held(self.data_dir / "reaper.lock"):
                 self._start_reaper(idle)
@@ -179,37 +179,46 @@ class EmbeddedServer:
                 with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
                     if _unused(self.data_dir):
                         self._shutdown()
-                        os.close(fd)  # (as above)
-                        return
+                        if not self._running():  # (else stuck in a command: keep watching)
+                            os.close(fd)  # (as above)
+                            return
                 unused_since = None
             time.sleep(REAP_EVERY_S)
 
     def _running(self) -> bool:
-        """Is this directory's server up: its socket there, and the process
-        of its pid file alive and working here? Asks the server nothing, so
-        a busy one counts."""
-        if not self.socket.exists():
-            return False
-        try:
-            pid = int((self.data_dir / "server.pid").read_text().strip())
-        except (OSError, ValueError):
-            return self._answers()  # no pid file (yet): only the server can say
-        return _serves(pid, self.data_dir)
+        """Is a server listening on this directory's socket? Opening a
+        connection asks the server nothing: the kernel queues it for a busy,
+        loading or stalled server all the same, while a stopped server has
+        taken its socket away and a killed one's refuses."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(5)
+            try:
+                conn.connect(str(self.socket))
+            except (FileNotFoundError, ConnectionRefusedError):
+                return False
+            except OSError:
+                return True  # something listens there (a full queue, another user's server)
+            return True
 
     def _answers(self) -> bool:
         try:
-            return bool(redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5).ping())
+            conn = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5, retry=Retry(NoBackoff(), 0))
+            return bool(conn.ping())
         except redis.RedisError:
             return False
 
-    def _wait_until_answering(self, deadline: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-        """Wait until the server answers a ping (not loading, not stalled)."""
+    def _wait_until_answering(self, deadline: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
+        """Wait until the server answers a ping (not loading, not busy).
+        False when the server stops running meanwhile (not one this process
+        started: that one's exit is an error)."""
         log = self.log_file
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise DatabaseError(f"the embedded FalkorDB server exited at start: {_last_line(log)} (log: {log})")
             if self._answers():
-                return
+                return True
+            if proc is None and not self._running():
+                return False
             time.sleep(0.05)
         if proc is not None:
             proc.kill()
@@ -298,29 +307,6 @@ class EmbeddedServer:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self._running():  # a killed server leaves its socket file
             time.sleep(0.02)
-
-
-def _serves(pid: int, data_dir: Path) -> bool:
-    """Is process ``pid`` alive (not a zombie) and, where /proc shows it, a
-    server working in ``data_dir`` (redis-server moves into its ``--dir``)?
-    A stale pid file's number may since be another process's."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: alive
-    proc = Path(f"/proc/{pid}")
-    if not proc.is_dir():
-        return True  # no /proc (macOS): the pid is the best there is
-    try:
-        if "State:\tZ" in (proc / "status").read_text():
-            return False
-        return os.readlink(proc / "cwd") == str(data_dir.resolve())
-    except PermissionError:
-        return True  # another user's process: alive is all we can know
-    except OSError:
-        return False  # it exited while we looked
 
 
 def _unused(data_dir: Path) -> bool:
