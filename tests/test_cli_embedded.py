@@ -413,7 +413,7 @@ def _answers_busy(sock: str) -> bool:
     except redis.BusyLoadingError:
         return False
     except redis.ResponseError as e:
-        return str(e).startswith("BUSY") or "busy" in str(e).lower()
+        return "busy" in str(e).lower()
     return False
 
 

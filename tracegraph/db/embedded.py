@@ -90,7 +90,7 @@ class EmbeddedServer:
             ) from None
         idle = idle_timeout()
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
-            if not (self._running() and self._wait_until_answering(time.monotonic() + START_TIMEOUT_S)):
+            if not (self._running() and self._wait_until_answering()):
                 self._spawn()
             if idle > 0 and not _held(self.data_dir / "reaper.lock"):
                 self._start_reaper(idle)
@@ -207,11 +207,12 @@ class EmbeddedServer:
         except redis.RedisError:
             return False
 
-    def _wait_until_answering(self, deadline: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
-        """Wait until the server answers a ping (not loading, not busy).
-        False when the server stops running meanwhile (not one this process
-        started: that one's exit is an error)."""
+    def _wait_until_answering(self, proc: subprocess.Popen[bytes] | None = None) -> bool:
+        """Wait up to START_TIMEOUT_S until the server answers a ping (not
+        loading, not busy). False when the server stops running meanwhile
+        (not ``proc``, one this process started: that one's exit is an error)."""
         log = self.log_file
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise DatabaseError(f"the embedded FalkorDB server exited at start: {_last_line(log)} (log: {log})")
@@ -282,7 +283,7 @@ class EmbeddedServer:
             )
         except OSError as e:
             raise DatabaseError(f"cannot start the embedded FalkorDB server ({server}): {e}") from None
-        self._wait_until_answering(time.monotonic() + START_TIMEOUT_S, proc)
+        self._wait_until_answering(proc)
 
     def _shutdown(self) -> None:
         """SHUTDOWN fsyncs the append-only file, removes the socket and
