@@ -46,6 +46,15 @@ NEO4J_HOME_DIR=${TRACEGRAPH_NEO4J_HOME:-$HOME/.cache/tracegraph-neo4j}
 started=""
 neo4j_pid=""
 if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; then
+  # Neo4j keeps transaction logs for 2 days by default: the suite writes
+  # 1-2 GB of them a run, and a few runs a day filled this machine's disk.
+  # A scratch server needs none of them once checkpointed (Community
+  # cannot change this while running: it takes effect at the next start).
+  conf=$NEO4J_HOME_DIR/conf/neo4j.conf
+  if ! grep -q '^db.tx_log.rotation.retention_policy=' "$conf"; then
+    printf '%s\n' '# tracegraph tests/run.sh: keep few transaction logs' \
+      'db.tx_log.rotation.retention_policy=2 files' 'db.tx_log.rotation.size=128M' >>"$conf"
+  fi
   pid=$(cat "$NEO4J_HOME_DIR/run/neo4j.pid" 2>/dev/null || true)
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
     # A server stopped uncleanly replays its transaction logs first, which
