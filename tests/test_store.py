@@ -10,6 +10,7 @@ Both engines also store exactly the same graph for the same trace.
 from __future__ import annotations
 
 import signal
+import struct
 import sys
 import time
 from pathlib import Path
@@ -216,6 +217,66 @@ def test_bulk_insert_blob_and_call_boundaries_change_nothing(graph, monkeypatch)
     monkeypatch.setattr(falkor_bulk, "BLOB_BYTES", 700)  # 7 rows of ops are more: blobs of 3 and 4, ..., 1
     bulk, statements = _bulk_and_statements(graph, monkeypatch, [SEED_STEPSTATS], "blobs")
     assert bulk == statements
+
+
+def _resp_array(data: bytes) -> list[bytes]:
+    """The arguments of one packed Redis command."""
+    head, _, rest = data.partition(b"\r\n")
+    args = []
+    for _ in range(int(head[1:])):
+        size, _, rest = rest.partition(b"\r\n")
+        args.append(rest[: int(size[1:])])
+        rest = rest[int(size[1:]) + 2 :]
+    assert rest == b""
+    return args
+
+
+def test_a_bulk_call_joins_the_relationship_blobs_of_one_header():
+    """A call's node blobs go one argument each, in the order written (the
+    loader counts on the order of arrival for node ids); its relationship
+    blobs with the same header go as one argument, the header once, rows
+    in the order written (FalkorDB pays for each argument of a type in
+    proportion to what that type holds pending: this kept a 64-rank job's
+    write from growing faster than the job)."""
+    from tracegraph.db import falkor_bulk as fb
+
+    def blob(name, props, *rows):
+        return fb.header(name, props) + b"".join(rows)
+
+    def edge(src, dst, *props):
+        return struct.pack("<qq", src, dst) + b"".join(fb._value(p) for p in props)
+
+    written = [
+        (True, 1, blob("Op", ["uid"], fb._value("a"))),
+        (False, 1, blob("NEXT", [], edge(0, 1))),
+        (True, 2, blob("Kernel", ["uid"], fb._value("k"), fb._value("l"))),
+        (False, 1, blob("CALLS", ["n"], edge(0, 2, 5))),
+        (False, 2, blob("NEXT", [], edge(1, 2), edge(2, 0))),
+        (False, 1, blob("NEXT", ["w"], edge(0, 0, 1.5))),  # another header: an argument of its own
+        (True, 1, blob("Op", ["uid"], fb._value("b"))),
+    ]
+    sent = []
+
+    def send(pieces):
+        sent.append(_resp_array(b"".join(pieces)))
+        return b"4 nodes created, 5 edges created"
+
+    writer = fb.Writer(send, "tracegraph:load:x")
+    writer.begun = True
+    for node, count, data in written:
+        (writer.add_nodes if node else writer.add_edges)(data, count)
+    writer.flush()
+    writer.close()
+    (args,) = sent
+    assert args[:6] == [b"GRAPH.BULK", b"tracegraph:load:x", b"4", b"5", b"3", b"3"]
+    assert args[6:] == [
+        written[0][2],
+        written[2][2],
+        written[6][2],
+        blob("NEXT", [], edge(0, 1), edge(1, 2), edge(2, 0)),
+        written[3][2],
+        written[5][2],
+    ]
 
 
 def test_unusual_strings_travel_in_bulk_and_a_nul_is_stored_as_its_symbol(graph, monkeypatch, tmp_path):

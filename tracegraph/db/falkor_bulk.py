@@ -385,7 +385,9 @@ class Writer:
     thread of its own while the next one is spooled, and calls reach the
     server one after the other, in order. In a call, its node blobs go
     before its relationship blobs (in the order spooled: node ids stay the
-    order of arrival), so a relationship always finds its ends."""
+    order of arrival), so a relationship always finds its ends; the
+    relationship blobs of one type go as one argument (see
+    :meth:`Spool.tokens`)."""
 
     def __init__(self, send: Send, key: str) -> None:
         self.send = send
@@ -425,7 +427,7 @@ class Writer:
         if spool is None:
             spool = self.spool = Spool(tempfile.TemporaryFile(prefix="tracegraph-bulk-"))  # noqa: SIM115 - closed once sent
         spool.file.write(data)
-        spool.blobs.append((node, count, len(data)))
+        spool.blobs.append(Blob(node, count, spool.size, len(data), _header_length(data)))
         spool.size += len(data)
 
     def call_bytes(self) -> int:
@@ -449,11 +451,12 @@ class Writer:
 
     def _call(self, spool: Spool, begin: bool) -> None:
         try:
-            nodes = [b for b in spool.blobs if b[0]]
-            edges = [b for b in spool.blobs if not b[0]]
-            n_nodes, n_edges = sum(b[1] for b in nodes), sum(b[1] for b in edges)
-            head = [self.key, *(["BEGIN"] if begin else []), n_nodes, n_edges, len(nodes), len(edges)]
-            reply = self.send(_command(head, spool))
+            tokens = spool.tokens()
+            nodes = [b for b in spool.blobs if b.node]
+            n_nodes = sum(b.count for b in nodes)
+            n_edges = sum(b.count for b in spool.blobs if not b.node)
+            head = [self.key, *(["BEGIN"] if begin else []), n_nodes, n_edges, len(nodes), len(tokens) - len(nodes)]
+            reply = self.send(_command(head, spool, tokens))
         finally:
             spool.file.close()
         text = reply.decode() if isinstance(reply, bytes) else str(reply)
@@ -462,31 +465,76 @@ class Writer:
 
 
 @dataclass
+class Blob:
+    """One spooled blob: nodes or relationships, its rows, where it is in
+    the spool, its bytes and how many of them are its header."""
+
+    node: bool
+    count: int
+    at: int
+    size: int
+    header_size: int
+
+
+@dataclass
 class Spool:
-    """The blobs of the next call: their bytes in ``file``, and per blob
-    (a node blob?, its row count, its length) in the order written."""
+    """The blobs of the next call: their bytes in ``file`` and each
+    :class:`Blob` in the order written."""
 
     file: IO[bytes]
-    blobs: list[tuple[bool, int, int]] = field(default_factory=list)
+    blobs: list[Blob] = field(default_factory=list)
     size: int = 0
 
+    def tokens(self) -> list[list[int]]:
+        """The call's arguments, as the blobs each is made of: every node
+        blob on its own, in the order written (node ids are given in the
+        order of arrival), then the relationship blobs, those with one
+        header (type and properties) joined into one argument.
 
-def _command(head: list[Any], spool: Spool) -> Iterator[bytes]:
-    """GRAPH.BULK with ``head`` and the spool's blobs (nodes first) as a
-    Redis command, in pieces: each blob read from the spool as it is sent."""
-    offsets = np.zeros(len(spool.blobs) + 1, dtype=np.int64)
-    np.cumsum([b[2] for b in spool.blobs], out=offsets[1:])
-    order = [i for i, b in enumerate(spool.blobs) if b[0]] + [i for i, b in enumerate(spool.blobs) if not b[0]]
-    words = [b"GRAPH.BULK", *(str(w).encode() for w in head)]
-    yield b"*%d\r\n" % (len(words) + len(order)) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
-    for i in order:
-        length = int(offsets[i + 1] - offsets[i])
-        spool.file.seek(int(offsets[i]))
-        data = spool.file.read(length)
+        Why relationships are joined: FalkorDB assembles a relation's pending
+        additions before it takes the next argument of that type, which
+        costs time in proportion to all it holds pending, the whole load's
+        relationships of that type so far; one argument per type and call
+        (rather than one per 10,000 rows and part) keeps that a few times a
+        call."""
+        nodes = [[i] for i, b in enumerate(self.blobs) if b.node]
+        edges: dict[bytes, list[int]] = {}
+        for i, b in enumerate(self.blobs):
+            if not b.node:
+                edges.setdefault(self.read(b.at, b.header_size), []).append(i)
+        return nodes + list(edges.values())
+
+    def read(self, at: int, length: int) -> bytes:
+        self.file.seek(at)
+        data = self.file.read(length)
         if len(data) != length:
             raise DatabaseError("the bulk insert's spool file came back short")
-        yield b"$%d\r\n" % length
-        yield data
+        return data
+
+
+def _header_length(blob: bytes) -> int:
+    """The bytes of a blob's header: its label or type and its property
+    names, each NUL-terminated, with the property count between them."""
+    at = blob.index(b"\x00") + 1
+    (count,) = struct.unpack_from("<I", blob, at)
+    at += 4
+    for _ in range(count):
+        at = blob.index(b"\x00", at) + 1
+    return at
+
+
+def _command(head: list[Any], spool: Spool, tokens: list[list[int]]) -> Iterator[bytes]:
+    """GRAPH.BULK with ``head`` and the spool's blobs as ``tokens`` (see
+    :meth:`Spool.tokens`) as a Redis command, in pieces: each blob read
+    from the spool as it is sent, the joined ones' headers once."""
+    words = [b"GRAPH.BULK", *(str(w).encode() for w in head)]
+    yield b"*%d\r\n" % (len(words) + len(tokens)) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+    for token in tokens:
+        parts = [(b.at, b.size) for b in (spool.blobs[i] for i in token[:1])]
+        parts += [(b.at + b.header_size, b.size - b.header_size) for b in (spool.blobs[i] for i in token[1:])]
+        yield b"$%d\r\n" % sum(size for _, size in parts)
+        for at, size in parts:
+            yield spool.read(at, size)
         yield b"\r\n"
 
 
