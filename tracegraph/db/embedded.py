@@ -197,7 +197,7 @@ class EmbeddedServer:
             except (FileNotFoundError, ConnectionRefusedError):
                 return False
             except OSError:
-                return True  # something listens there (a full queue, another user's server)
+                pass  # something listens there (a full queue, another user's server)
             return True
 
     def _answers(self) -> bool:

@@ -387,7 +387,7 @@ class Writer:
     before its relationship blobs (in the order spooled: node ids stay the
     order of arrival), so a relationship always finds its ends; the
     relationship blobs of one type go as one argument (see
-    :meth:`Spool.tokens`)."""
+    :meth:`Spool.arguments`)."""
 
     def __init__(self, send: Send, key: str) -> None:
         self.send = send
@@ -427,7 +427,7 @@ class Writer:
         if spool is None:
             spool = self.spool = Spool(tempfile.TemporaryFile(prefix="tracegraph-bulk-"))  # noqa: SIM115 - closed once sent
         spool.file.write(data)
-        spool.blobs.append(Blob(node, count, spool.size, len(data), _header_length(data)))
+        spool.blobs.append(Blob(node, count, spool.size, len(data), bytes(data[: _header_length(data)])))
         spool.size += len(data)
 
     def call_bytes(self) -> int:
@@ -451,12 +451,11 @@ class Writer:
 
     def _call(self, spool: Spool, begin: bool) -> None:
         try:
-            tokens = spool.tokens()
-            nodes = [b for b in spool.blobs if b.node]
-            n_nodes = sum(b.count for b in nodes)
+            node_args, edge_args = spool.arguments()
+            n_nodes = sum(b.count for b in spool.blobs if b.node)
             n_edges = sum(b.count for b in spool.blobs if not b.node)
-            head = [self.key, *(["BEGIN"] if begin else []), n_nodes, n_edges, len(nodes), len(tokens) - len(nodes)]
-            reply = self.send(_command(head, spool, tokens))
+            head = [self.key, *(["BEGIN"] if begin else []), n_nodes, n_edges, len(node_args), len(edge_args)]
+            reply = self.send(_command(head, spool, node_args + edge_args))
         finally:
             spool.file.close()
         text = reply.decode() if isinstance(reply, bytes) else str(reply)
@@ -467,13 +466,13 @@ class Writer:
 @dataclass
 class Blob:
     """One spooled blob: nodes or relationships, its rows, where it is in
-    the spool, its bytes and how many of them are its header."""
+    the spool, its bytes, and its header (the first of those bytes)."""
 
     node: bool
     count: int
     at: int
     size: int
-    header_size: int
+    header: bytes
 
 
 @dataclass
@@ -485,11 +484,12 @@ class Spool:
     blobs: list[Blob] = field(default_factory=list)
     size: int = 0
 
-    def tokens(self) -> list[list[int]]:
-        """The call's arguments, as the blobs each is made of: every node
-        blob on its own, in the order written (node ids are given in the
-        order of arrival), then the relationship blobs, those with one
-        header (type and properties) joined into one argument.
+    def arguments(self) -> tuple[list[list[int]], list[list[int]]]:
+        """The call's node arguments and relationship arguments, as the
+        blobs (indexes) each is made of: every node blob on its own, in the
+        order written (node ids are given in the order of arrival); the
+        relationship blobs with one header (type and properties) joined
+        into one argument.
 
         Why relationships are joined: FalkorDB assembles a relation's pending
         additions before it takes the next argument of that type, which
@@ -501,8 +501,8 @@ class Spool:
         edges: dict[bytes, list[int]] = {}
         for i, b in enumerate(self.blobs):
             if not b.node:
-                edges.setdefault(self.read(b.at, b.header_size), []).append(i)
-        return nodes + list(edges.values())
+                edges.setdefault(b.header, []).append(i)
+        return nodes, list(edges.values())
 
     def read(self, at: int, length: int) -> bytes:
         self.file.seek(at)
@@ -523,15 +523,15 @@ def _header_length(blob: bytes) -> int:
     return at
 
 
-def _command(head: list[Any], spool: Spool, tokens: list[list[int]]) -> Iterator[bytes]:
-    """GRAPH.BULK with ``head`` and the spool's blobs as ``tokens`` (see
-    :meth:`Spool.tokens`) as a Redis command, in pieces: each blob read
-    from the spool as it is sent, the joined ones' headers once."""
+def _command(head: list[Any], spool: Spool, arguments: list[list[int]]) -> Iterator[bytes]:
+    """GRAPH.BULK with ``head`` and the spool's blobs as ``arguments`` (see
+    :meth:`Spool.arguments`) as a Redis command, in pieces: each blob read
+    from the spool as it is sent, a joined argument's header once."""
     words = [b"GRAPH.BULK", *(str(w).encode() for w in head)]
-    yield b"*%d\r\n" % (len(words) + len(tokens)) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
-    for token in tokens:
-        parts = [(b.at, b.size) for b in (spool.blobs[i] for i in token[:1])]
-        parts += [(b.at + b.header_size, b.size - b.header_size) for b in (spool.blobs[i] for i in token[1:])]
+    yield b"*%d\r\n" % (len(words) + len(arguments)) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+    for blobs in arguments:
+        first, *rest = (spool.blobs[i] for i in blobs)
+        parts = [(first.at, first.size), *((b.at + len(b.header), b.size - len(b.header)) for b in rest)]
         yield b"$%d\r\n" % sum(size for _, size in parts)
         for at, size in parts:
             yield spool.read(at, size)
