@@ -199,6 +199,43 @@ def test_persists_across_restart_and_crash(tmp_path):
     assert {t["trace"] for t in json.loads(out)} == {"survivor", "after-crash"}
 
 
+def test_a_start_that_replays_a_transaction_of_graph_writes_survives(tmp_path, monkeypatch):
+    """The append-only file holds a MULTI/EXEC whose graph write takes a
+    while to replay (tracegraph publishes and drops in MULTI/EXEC). Redis
+    serves clients in the middle of that write, and a command arriving then
+    aborts it (a failed assertion): a start that pinged while the data loads
+    found the server dead, at every try. Started now, it loads and answers,
+    with the transaction's 5 nodes there."""
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "0")  # the last user stops the server
+    home = tmp_path / "home"
+    from tracegraph.db.embedded import EmbeddedServer
+
+    server = EmbeddedServer(home)
+    r = redis.Redis(unix_socket_path=server.acquire())
+    try:
+        with r.pipeline(transaction=True) as pipe:
+            # (two writes: Redis logs a transaction of one write as that write alone)
+            # (a write that takes a while to work out: Redis serves clients 0.1 s into it)
+            slow = "UNWIND range(1, 5000000) AS i WITH i WHERE i % 1000000 = 0 CREATE (:N {i: i})"
+            pipe.execute_command("GRAPH.QUERY", "tracegraph-test:replay", slow)
+            pipe.set("tracegraph-test:replayed", 1)
+            pipe.execute()
+        assert r.execute_command("WAITAOF", 1, 0, 60_000)[0] == 1
+    finally:
+        r.close()
+        server.release()
+    assert _gone(home)
+    run_cli("traces", home=home, check=True)  # starts it again: the load replays the transaction
+    again = EmbeddedServer(home)
+    r = redis.Redis(unix_socket_path=again.acquire())
+    try:
+        (count,) = r.execute_command("GRAPH.QUERY", "tracegraph-test:replay", "MATCH (n:N) RETURN count(n)")[1][0]
+        assert count == 5
+    finally:
+        r.close()
+        again.release()
+
+
 def test_a_reaper_whose_server_died_keeps_watch_until_it_cannot_be_needed(tmp_path, monkeypatch):
     """A reaper that sees its server gone lets go of reaper.lock only under
     start.lock, where no server can be starting. Before, it exited at

@@ -208,15 +208,25 @@ class EmbeddedServer:
             return False
 
     def _wait_until_answering(self, proc: subprocess.Popen[bytes] | None = None) -> bool:
-        """Wait up to START_TIMEOUT_S until the server answers a ping (not
-        loading, not busy). False when the server stops running meanwhile
-        (not ``proc``, one this process started: that one's exit is an error)."""
+        """Wait up to START_TIMEOUT_S until the server has loaded its data
+        (says its log) and then answers a ping (not busy). False when the
+        server stops running meanwhile (not ``proc``, one this process
+        started: that one's exit is an error).
+
+        Why the log first: while Redis replays a MULTI/EXEC from the
+        append-only file, FalkorDB lets it serve clients in the middle of the
+        transaction's graph writes, and any command that arrives then (a
+        ping too) fails Redis's assertion that no command runs inside an
+        EXEC: the server aborts, and does so again at every start that pings
+        it at that moment. So nothing is sent until loading is over."""
         log = self.log_file
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
-                raise DatabaseError(f"the embedded FalkorDB server exited at start: {_last_line(log)} (log: {log})")
-            if self._answers():
+                raise DatabaseError(
+                    f"the embedded FalkorDB server exited at start: {_why_it_stopped(log)} (log: {log})"
+                )
+            if _loaded(log) and self._answers():
                 return True
             if proc is None and not self._running():
                 return False
@@ -361,11 +371,41 @@ def _socket_path(data_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"tracegraph-{digest}.sock"
 
 
-def _last_line(log: Path) -> str:
+# What Redis logs as it starts, and once it has loaded its data and serves commands.
+_STARTING = b"Redis is starting"
+_READY = b"Ready to accept connections"
+_LOG_TAIL_BYTES = 1 << 20
+
+
+def _loaded(log: Path) -> bool:
+    """Has the server's latest start (the last one its log tells of)
+    finished loading its data? A log that tells of no start within its
+    last megabyte belongs to a server that started long ago (or was
+    removed): loaded, as far as anyone can tell."""
     try:
-        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return True
+    return _STARTING not in tail or tail.rfind(_READY) > tail.rfind(_STARTING)
+
+
+def _why_it_stopped(log: Path) -> str:
+    """The line of the log that says why the server's latest start ended:
+    the first of a crash report's own (an assertion, a signal), else the
+    last line written."""
+    try:
+        text = log.read_bytes()[-_LOG_TAIL_BYTES:].decode(errors="replace")
     except OSError:
         return "no log"
+    lines = [line for line in text[text.rfind(_STARTING.decode()) :].splitlines() if line.strip()]
+    crash = next((i for i, line in enumerate(lines) if "BUG REPORT START" in line), None)
+    if crash is not None:
+        said = [line.split(" # ", 1)[1] for line in lines[crash:] if " # " in line]
+        said = [line for line in said if line.strip("= ") != "ASSERTION FAILED"]
+        if said:
+            return f"it crashed: {said[0]}"
     return lines[-1] if lines else "empty log"
 
 
