@@ -28,6 +28,9 @@ from conftest import NEO4J_URI, NO_NEO4J, SEED_STEPSTATS, api_process, process_s
 # A stale time short enough for a test to wait out, long enough for any
 # heartbeat (every stale/6 s) of a live process on a loaded machine.
 STALE = {"TRACEGRAPH_JOB_STALE_S": "6"}
+# Where the only job of the test is one whose process is killed: no live
+# job can miss a heartbeat, and B says "failed" sooner.
+STALE_KILLED = {"TRACEGRAPH_JOB_STALE_S": "3"}
 ASYNC = {"TRACEGRAPH_SYNC_WAIT_S": "0"}  # every upload answers 202 with a job at once
 
 
@@ -164,9 +167,9 @@ def test_killed_process_job_reported_failed_and_nothing_left(db, tmp_path, monke
     trace = f"killed-{uuid.uuid4().hex[:8]}"
     with (
         api_process(
-            tmp_path / "k.log", home=home, db=uri, env={**STALE, **ASYNC, "TRACEGRAPH_KILL_AT": "load-written"}
+            tmp_path / "k.log", home=home, db=uri, env={**STALE_KILLED, **ASYNC, "TRACEGRAPH_KILL_AT": "load-written"}
         ) as (k_proc, k_base),
-        api_process(tmp_path / "b.log", home=home, db=uri, env=STALE) as (_b_proc, b_base),
+        api_process(tmp_path / "b.log", home=home, db=uri, env=STALE_KILLED) as (_b_proc, b_base),
         httpx.Client(base_url=k_base, timeout=120) as k,
         httpx.Client(base_url=b_base, timeout=120) as b,
     ):
