@@ -44,12 +44,15 @@ device ids. ``report-job HTA.json TG.json...`` prints the jobs side by side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,10 +115,26 @@ def run_hta(paths: list[str]) -> dict:
 # --- tracegraph side ------------------------------------------------------------------------------
 
 
-def run_tracegraph(paths: list[str]) -> dict:
-    home = tempfile.mkdtemp(prefix="tg-hta-")
-    os.environ["TRACEGRAPH_HOME"] = home
+@contextlib.contextmanager
+def scratch_home(prefix: str) -> Iterator[str]:
+    """A private embedded database for one run, gone afterwards: its server
+    stops when the run closes its graph (no idle time), and its directory
+    (a gigabyte or more for a 64-rank job) is removed."""
+    home = tempfile.mkdtemp(prefix=prefix)
+    os.environ.update(TRACEGRAPH_HOME=home, TRACEGRAPH_IDLE_S="0")
     os.environ.pop("TRACEGRAPH_DB", None)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_tracegraph(paths: list[str]) -> dict:
+    with scratch_home("tg-hta-") as home:
+        return _run_tracegraph(paths, home)
+
+
+def _run_tracegraph(paths: list[str], home: str) -> dict:
     from tracegraph.db.connect import open_graph
     from tracegraph.ingest.pipeline import ingest
     from tracegraph.queries.run import run_analysis
@@ -230,9 +249,11 @@ def run_tracegraph_job(paths: list[str]) -> dict:
     the ingest, kernel totals, comm-compute-overlap and the job analyses
     HTA has no counterpart of; seconds, this process's peak memory and the
     database server's."""
-    home = tempfile.mkdtemp(prefix="tg-hta-job-")
-    os.environ["TRACEGRAPH_HOME"] = home
-    os.environ.pop("TRACEGRAPH_DB", None)
+    with scratch_home("tg-hta-job-") as home:
+        return _run_tracegraph_job(paths, home)
+
+
+def _run_tracegraph_job(paths: list[str], home: str) -> dict:
     from tracegraph.db.connect import open_graph
     from tracegraph.ingest.pipeline import ingest
     from tracegraph.queries.run import run_analysis

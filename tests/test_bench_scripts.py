@@ -25,8 +25,17 @@ SIMPLE_ADD = ROOT / "tests" / "data" / "hta" / "simple_add.json.gz"
 HTA_SIMPLE_ADD_PATH_US = 41_435_234.0  # HTA 0.5.0's critical path length on this trace (bench/hta-results/)
 
 
-def _bench(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _bench(*args: str, tmp_path: Path, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, TRACEGRAPH_HOME=str(tmp_path / "home"))
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     env.pop("TRACEGRAPH_DB", None)
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
@@ -35,8 +44,13 @@ def _bench(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_hta_compare_tracegraph_half(tmp_path):
     out = tmp_path / "tg.json"
-    proc = _bench("bench.hta_compare", "tracegraph", str(SIMPLE_ADD), "--out", str(out), tmp_path=tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _bench("bench.hta_compare", "tracegraph", str(SIMPLE_ADD), "--out", str(out), tmp_path=tmp_path, tmp=scratch)
     assert proc.returncode == 0, proc.stderr
+    # Its private database is gone: the directory, and the server with it.
+    assert list(scratch.iterdir()) == []
+    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if str(scratch).encode() in _read(p)]
     got = json.loads(out.read_text())[str(SIMPLE_ADD)]
     want: dict[str, float] = {}
     with gzip.open(SIMPLE_ADD, "rt") as f:
