@@ -11,8 +11,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,13 +46,19 @@ def _bench(*args: str, tmp_path: Path, tmp: Path | None = None) -> subprocess.Co
 
 def test_hta_compare_tracegraph_half(tmp_path):
     out = tmp_path / "tg.json"
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    proc = _bench("bench.hta_compare", "tracegraph", str(SIMPLE_ADD), "--out", str(out), tmp_path=tmp_path, tmp=scratch)
-    assert proc.returncode == 0, proc.stderr
-    # Its private database is gone: the directory, and the server with it.
-    assert list(scratch.iterdir()) == []
-    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if str(scratch).encode() in _read(p)]
+    # A short TMPDIR of its own, so that the server's socket lies inside it
+    # (and the server's command line names it).
+    scratch = Path(tempfile.mkdtemp(prefix="tg-bench-", dir="/tmp"))
+    try:
+        proc = _bench(
+            "bench.hta_compare", "tracegraph", str(SIMPLE_ADD), "--out", str(out), tmp_path=tmp_path, tmp=scratch
+        )
+        assert proc.returncode == 0, proc.stderr
+        # Its private database is gone: the directory, and the server with it.
+        assert list(scratch.iterdir()) == []
+        assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if str(scratch).encode() in _read(p)]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     got = json.loads(out.read_text())[str(SIMPLE_ADD)]
     want: dict[str, float] = {}
     with gzip.open(SIMPLE_ADD, "rt") as f:

@@ -199,6 +199,23 @@ def test_persists_across_restart_and_crash(tmp_path):
     assert {t["trace"] for t in json.loads(out)} == {"survivor", "after-crash"}
 
 
+def test_a_long_home_and_a_long_tmpdir_still_find_a_socket(tmp_path):
+    """A unix socket's path must be short (about 100 bytes): with both the
+    data directory and TMPDIR too long for it, the socket goes to /tmp.
+    (Before, it went under TMPDIR all the same, and connecting failed in a
+    way taken for a server that never answers: a 2-minute wait, then an
+    error.)"""
+    long = tmp_path / ("d" * 60) / ("e" * 60)
+    long.mkdir(parents=True)
+    env = {"TMPDIR": str(long), "TRACEGRAPH_START_TIMEOUT": "20"}
+    home = long / "home"
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "far", home=home, env=env, check=True)
+    assert "far" in run_cli("traces", home=home, env=env, check=True).stdout
+    from tracegraph.db.embedded import EmbeddedServer
+
+    assert EmbeddedServer(home).socket.parent == Path("/tmp")
+
+
 def test_a_start_that_replays_a_transaction_of_graph_writes_survives(tmp_path, monkeypatch):
     """The append-only file holds a MULTI/EXEC whose graph write takes a
     while to replay (tracegraph publishes and drops in MULTI/EXEC). Redis

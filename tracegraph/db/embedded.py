@@ -362,13 +362,24 @@ class _locked:
         os.close(self.fd)
 
 
+# A unix socket's path must fit in 108 bytes (sun_path), its NUL included.
+_SOCKET_PATH_MAX = 100
+
+
 def _socket_path(data_dir: Path) -> Path:
-    """Unix socket paths are limited to ~107 bytes: fall back to /tmp."""
+    """The server's socket: in the data directory when its path is short
+    enough, else in the temporary directory, else (a long TMPDIR) in
+    /tmp, named after the data directory. A path too long is refused by
+    connect() with an error that is not "nobody listens" (so it read as a
+    server that never answers)."""
     path = data_dir / "server.sock"
-    if len(str(path)) < 100:
+    if len(os.fsencode(path)) < _SOCKET_PATH_MAX:
         return path
-    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"tracegraph-{digest}.sock"
+    name = f"tracegraph-{hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]}.sock"
+    for where in (tempfile.gettempdir(), "/tmp"):
+        if len(os.fsencode(Path(where) / name)) < _SOCKET_PATH_MAX:
+            return Path(where) / name
+    raise DatabaseError(f"no directory short enough for the embedded server's socket (data in {data_dir})")
 
 
 # What Redis logs as it starts, and once it has loaded its data and serves commands.
