@@ -374,6 +374,9 @@ def main(argv=None) -> int:
     args.home = args.home or OUT / "home"
     sizes = [int(s) for s in args.sizes.split(",") if s]
     OUT.mkdir(parents=True, exist_ok=True)
+    from tracegraph.db.embedded import EmbeddedServer
+
+    EmbeddedServer(args.home).stop()  # one an interrupted run left up: it would outlive its files
     shutil.rmtree(args.home, ignore_errors=True)
     args.home.mkdir(parents=True)
     os.environ["TRACEGRAPH_HOME"] = str(args.home)

@@ -387,6 +387,23 @@ def test_idle_server_serves_the_next_call_then_stops(tmp_path):
     assert _processes(home, "--reap") == []
 
 
+def test_stop_ends_an_idle_server_before_its_time(tmp_path):
+    """``stop`` (for tools that remove the data directory, such as
+    bench.run) ends a server left up for its idle time, and its reaper."""
+    from tracegraph.db.embedded import EmbeddedServer
+
+    home = tmp_path / "home"
+    run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "600"}, check=True)
+    assert _server_pid(home) and _processes(home, "--reap")
+    EmbeddedServer(home).stop()
+    assert _gone(home)
+    deadline = time.monotonic() + 60
+    while _processes(home, "--reap") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes(home, "--reap") == []
+    EmbeddedServer(tmp_path / "nothing-here").stop()  # no directory: nothing to do
+
+
 def test_idle_zero_stops_with_the_last_user(tmp_path):
     home = tmp_path / "home"
     run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "0"}, check=True)

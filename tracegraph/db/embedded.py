@@ -116,6 +116,17 @@ class EmbeddedServer:
             if _unused(self.data_dir) and self._running():
                 self._shutdown()
 
+    def stop(self) -> None:
+        """Stop the server now if one runs here and nobody uses it, idle
+        time or not: for a tool about to remove the data directory, which
+        would otherwise leave the server running on, out of everyone's
+        reach (its socket gone with the directory)."""
+        if not self.data_dir.is_dir():
+            return
+        with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
+            if _unused(self.data_dir) and self._running():
+                self._shutdown()
+
     def _start_reaper(self, idle: float) -> None:
         """Start the reaper and wait until it holds reaper.lock (it says so
         through a pipe), so that the next process to check finds it. The
