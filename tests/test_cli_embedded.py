@@ -361,6 +361,14 @@ def _processes(home: Path, what: str) -> list[int]:
     return out
 
 
+def _reaper_gone(home: Path, within_s: float = 60.0) -> bool:
+    """True once no reaper of ``home`` is left (as loose a bound as :func:`_gone`)."""
+    deadline = time.monotonic() + within_s
+    while _processes(home, "--reap") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _processes(home, "--reap") == []
+
+
 def test_idle_server_serves_the_next_call_then_stops(tmp_path):
     """A call within TRACEGRAPH_IDLE_S finds the server up (no start); once
     nobody has used it that long, it and its reaper are gone. (The next
@@ -381,10 +389,7 @@ def test_idle_server_serves_the_next_call_then_stops(tmp_path):
         r.close()
         server.release()
     assert _gone(home)
-    deadline = time.monotonic() + 60
-    while _processes(home, "--reap") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _processes(home, "--reap") == []
+    assert _reaper_gone(home)
 
 
 def test_stop_ends_an_idle_server_before_its_time(tmp_path):
@@ -397,10 +402,7 @@ def test_stop_ends_an_idle_server_before_its_time(tmp_path):
     assert _server_pid(home) and _processes(home, "--reap")
     EmbeddedServer(home).stop()
     assert _gone(home)
-    deadline = time.monotonic() + 60
-    while _processes(home, "--reap") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _processes(home, "--reap") == []
+    assert _reaper_gone(home)
     EmbeddedServer(tmp_path / "nothing-here").stop()  # no directory: nothing to do
 
 

@@ -113,8 +113,7 @@ class EmbeddedServer:
             self._users_fd = None
             if idle_timeout() > 0 and _held(self.data_dir / "reaper.lock"):
                 return
-            if _unused(self.data_dir) and self._running():
-                self._shutdown()
+            self._shutdown_if_unused()
 
     def stop(self) -> None:
         """Stop the server now if one runs here and nobody uses it, idle
@@ -124,8 +123,12 @@ class EmbeddedServer:
         if not self.data_dir.is_dir():
             return
         with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
-            if _unused(self.data_dir) and self._running():
-                self._shutdown()
+            self._shutdown_if_unused()
+
+    def _shutdown_if_unused(self) -> None:
+        """Under start.lock: stop the server if it runs and has no user."""
+        if _unused(self.data_dir) and self._running():
+            self._shutdown()
 
     def _start_reaper(self, idle: float) -> None:
         """Start the reaper and wait until it holds reaper.lock (it says so
@@ -404,24 +407,29 @@ def _loaded(log: Path) -> bool:
     finished loading its data? A log that tells of no start within its
     last megabyte belongs to a server that started long ago (or was
     removed): loaded, as far as anyone can tell."""
+    tail = _log_tail(log)
+    return tail is None or _STARTING not in tail or tail.rfind(_READY) > tail.rfind(_STARTING)
+
+
+def _log_tail(log: Path) -> bytes | None:
+    """The last megabyte of the server's log (None: no log to read)."""
     try:
         with log.open("rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
-            tail = f.read()
+            return f.read()
     except OSError:
-        return True
-    return _STARTING not in tail or tail.rfind(_READY) > tail.rfind(_STARTING)
+        return None
 
 
 def _why_it_stopped(log: Path) -> str:
     """The line of the log that says why the server's latest start ended:
     the first of a crash report's own (an assertion, a signal), else the
     last line written."""
-    try:
-        text = log.read_bytes()[-_LOG_TAIL_BYTES:].decode(errors="replace")
-    except OSError:
+    tail = _log_tail(log)
+    if tail is None:
         return "no log"
-    lines = [line for line in text[text.rfind(_STARTING.decode()) :].splitlines() if line.strip()]
+    latest = tail[max(0, tail.rfind(_STARTING)) :].decode(errors="replace")  # (no start in it: all of it)
+    lines = [line for line in latest.splitlines() if line.strip()]
     crash = next((i for i, line in enumerate(lines) if "BUG REPORT START" in line), None)
     if crash is not None:
         said = [line.split(" # ", 1)[1] for line in lines[crash:] if " # " in line]
