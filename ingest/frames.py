@@ -20,12 +20,13 @@ Conventions every parser must follow:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tracegraph import schema
 from tracegraph.dag import Dag
+
+if TYPE_CHECKING:  # pandas is imported where frames are made: the columnar (Kineto) path never needs it
+    import pandas as pd
 
 # The columns each parser fills, in order: the contract between parsers,
 # enrichment and the loader (every column, with its type and meaning, is
@@ -52,6 +53,8 @@ Row = dict[str, Any]
 
 def empty(columns: list[str]) -> pd.DataFrame:
     """A zero-row frame with the given columns (object dtype)."""
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 
 
@@ -61,6 +64,8 @@ def frame(rows: list[Row], columns: list[str]) -> pd.DataFrame:
     Keys a row lacks become None; extra keys are an error in the parser, so
     they raise instead of silently vanishing.
     """
+    import pandas as pd
+
     if not rows:
         return empty(columns)
     df = pd.DataFrame.from_records(rows)
@@ -117,6 +122,8 @@ class TraceFrames:
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Every table of :mod:`schema` that the frames hold, by name."""
+        import pandas as pd
+
         return {
             t.name: getattr(self, t.name)
             for t in schema.TABLES
@@ -147,6 +154,8 @@ class TraceFrames:
         Parsers call this last so that a broken parser fails before any
         write, with a message about the trace rather than a database error.
         """
+        import pandas as pd
+
         if self.framework not in FRAMEWORKS:
             raise ValueError(f"unknown framework {self.framework!r}")
         if self.time_unit not in TIME_UNITS:

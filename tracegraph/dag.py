@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracegraph.errors import DependencyCycle
 
@@ -118,6 +117,8 @@ def dag_passes(dag: Dag, weight: Any) -> Passes:
 
 
 def _rank_of(seqs: Sequence[Any], uids: Sequence[Any]) -> list[Rank]:
+    import pandas as pd  # (only frames-based traces come here: the columnar path never imports pandas)
+
     seq = pd.to_numeric(pd.Series(list(seqs), dtype=object), errors="coerce").fillna(np.inf).tolist()
     return list(zip(seq, list(uids)))
 
