@@ -146,11 +146,14 @@ def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
     for key in kineto_read.HEADER_KEYS:
         if key not in header and key in trailer:
             header[key] = trailer[key]
-    n = cols.n
+    n = cols.n.tolist()
     names = _decoded_names(cols.names.texts())
     name_codes = _merge_codes(names)
-    ops = cols.ops[: n[0]].copy()
-    devs = cols.devs[: n[1]].copy()
+    for name, rows in (("ops", n[0]), ("devs", n[1]), ("syncs", n[2]), ("mems", n[3]), ("flows", n[4])):
+        cols.resize(name, (rows, getattr(cols, name).shape[1]))
+    cols.resize("attrs", (n[6],))
+    cols.resize("attr_offsets", (n[0] + 1,))
+    ops, devs = cols.ops, cols.devs
     if name_codes is not None:
         ops[:, scan.O_NAME] = name_codes[0][ops[:, scan.O_NAME]]
         devs[:, scan.D_NAME] = name_codes[0][devs[:, scan.D_NAME]]
@@ -160,16 +163,16 @@ def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
     skipped: dict[str, int] = {}
     for code in np.flatnonzero(cols.skipped).tolist():
         skipped[cats[code]] = skipped.get(cats[code], 0) + int(cols.skipped[code])
-    attrs = Texts(cols.attrs[: n[6]].copy(), cols.attr_offsets[: n[0] + 1].copy())
+    attrs = Texts(cols.attrs, cols.attr_offsets)
     return RankEvents(
         path,
         header,
         index,
         ops,
         devs,
-        cols.syncs[: n[2]].copy(),
-        cols.mems[: n[3]].copy(),
-        cols.flows[: n[4]].copy(),
+        cols.syncs,
+        cols.mems,
+        cols.flows,
         attrs,
         names,
         values,

@@ -185,17 +185,30 @@ class Columns:
         for name, k in (("ops", 0), ("devs", 1), ("syncs", 2), ("mems", 3), ("flows", 4)):
             t = getattr(self, name)
             if self.n[k] + 16 >= len(t):
-                setattr(self, name, np.resize(t, (len(t) * 2, t.shape[1])))
+                shape = (len(t) * 2, t.shape[1])
+                del t
+                self.resize(name, shape)
         if self.n[0] + 16 >= len(self.attr_offsets) - 1:
-            self.attr_offsets = np.resize(self.attr_offsets, len(self.attr_offsets) * 2)
+            self.resize("attr_offsets", (len(self.attr_offsets) * 2,))
         if self.n[6] + (1 << 20) >= len(self.attrs):
-            self.attrs = np.resize(self.attrs, len(self.attrs) * 2)
+            self.resize("attrs", (len(self.attrs) * 2,))
         for d in (self.names, self.cats, self.values):
             d.grow()
         if len(self.skipped) < len(self.cats.hashes):
             grown = np.zeros(len(self.cats.hashes), dtype=np.int64)
             grown[: len(self.skipped)] = self.skipped
             self.skipped = grown
+
+    def resize(self, name: str, shape: tuple[int, ...]) -> None:
+        """Table ``name`` grown or cut to ``shape`` rows in place where it
+        can be (a realloc: a large table is remapped, not copied, so its
+        old and new copies are never held together: the read's peak is
+        the tables once, not three times); a copy when something else
+        still refers to it."""
+        try:
+            getattr(self, name).resize(shape)
+        except ValueError:
+            setattr(self, name, np.resize(getattr(self, name), shape))
 
 
 # --- the compiled scanner -------------------------------------------------------------------------
