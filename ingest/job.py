@@ -74,7 +74,7 @@ from tracegraph.columns import I64, Lists, Strings, Table, kernel, take, values
 from tracegraph.db.base import Graph, Link, Load, NodeRefs, NodeTable, PartWriter, TraceTables, checkpoint
 from tracegraph.errors import InputError
 from tracegraph.facts import Fact
-from tracegraph.ingest import enrich, graph_tables, hb, observed_path, ranks
+from tracegraph.ingest import enrich, graph_tables, hb, heap, observed_path, ranks
 from tracegraph.ingest.collectives import Call, Joined, RankCalls, join
 from tracegraph.ingest.columnar import ColumnarTrace, num, refs
 from tracegraph.ingest.formats.kineto import trace as kineto
@@ -141,7 +141,7 @@ def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path)
     allocators = _allocator_peaks(part)
     with spill.open("wb") as f:
         pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return RankSurvey(
+    survey = RankSurvey(
         index=index,
         shell=replace(part, tables={}),
         facts=part.run_facts(),
@@ -152,6 +152,9 @@ def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path)
         calls=calls,
         allocators=allocators,
     )
+    del part, ops, kernels, allocations, start, end, order, keys
+    heap.trim()  # (the rank's tables are in the spill now: see heap)
+    return survey
 
 
 def _part_columns(part: RankPart) -> ColumnarTrace:
@@ -429,6 +432,12 @@ class RankResult:
 
 def write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: Path) -> RankResult:
     """Round 3 for one rank (see the module docstring)."""
+    result = _write_rank(survey, rp, load, spill_dir)
+    heap.trim()  # (the rank's tables are gone: see heap)
+    return result
+
+
+def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: Path) -> RankResult:
     part = _load_part(survey)
     ct = kineto.join([part], t0=rp.origin, seq=rp.seq)
     del part

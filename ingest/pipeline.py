@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from tracegraph.db.base import Graph, TraceTables, check_trace_name
 from tracegraph.errors import DependencyCycle, InputError, UnknownFormat, UserError
-from tracegraph.ingest import formats, source
+from tracegraph.ingest import formats, heap, source
 from tracegraph.ingest.columnar import ColumnarTrace, from_frames, to_frames, write_back
 from tracegraph.ingest.enrich import check_acyclic, whole
 from tracegraph.ingest.formats.kit import Joins
@@ -265,11 +265,14 @@ def prepare(
         dag = parsed.dag if isinstance(parsed, TraceFrames) else None
         ct = from_frames(parsed) if isinstance(parsed, TraceFrames) else parsed
         del parsed
+        heap.trim()  # (what reading the files left freed: see heap)
         if source_names:
             ct.sources = [source_names.get(str(s), str(s)) for s in ct.sources]
         t1 = time.perf_counter()
         report("enrich", 0, 1)
-        tables = trace_tables(ct, whole(ct, dag))
+        props = whole(ct, dag)
+        heap.trim()
+        tables = trace_tables(ct, props)
     report("enrich", 1, 1)
     t2 = time.perf_counter()
     return Prepared(trace, tables, {"parse_s": t1 - t0, "enrich_s": t2 - t1})
