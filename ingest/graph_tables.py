@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracegraph import schema
-from tracegraph.columns import Column, Lists, Strings, Table, Texts, take, values
+from tracegraph.columns import I64, Column, Lists, Strings, Table, Texts, take, values
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
 from tracegraph.ingest.columnar import ColumnarTrace, executed, num, refs
@@ -185,31 +185,60 @@ def totals(
     ops = ct["ops"]
     weight = num(ops["weight_us"]) if "weight_us" in ops else np.zeros(ops.n)
     out = {} if into is None else into
-    names, types, ran = values(ops["name"]), values(ops["type"]), executed(ct)
+    ran = executed(ct)
+    code, keys = _name_type_codes(ops["name"], ops["type"])
     rank = num(ops["rank"]) if "rank" in ops else np.full(ops.n, np.nan)
     by_rank = np.where(np.isnan(rank), -1, rank).astype(np.int64)
     for r in np.unique(by_rank).tolist():
-        rows = np.flatnonzero(by_rank == r).tolist()
-        _group_totals([names[i] for i in rows], [types[i] for i in rows], weight[rows], ran[rows], out)
+        rows = np.flatnonzero(by_rank == r)
+        _group_totals(code[rows], keys, weight[rows], ran[rows], out)
     return out
 
 
-def _group_totals(
-    names: list[Any], types: list[Any], weight: np.ndarray, ran: np.ndarray, totals: dict[tuple[str, str], list[float]]
-) -> dict[tuple[str, str], list[float]]:
-    """Sums and counts per (name, type) (type: "" where none), grouped by codes."""
-    if not len(names):
-        return totals
-    keys = [(str(n), "" if t is None else str(t)) for n, t in zip(names, types)]
-    index: dict[tuple[str, str], int] = {}
+def _name_type_codes(names: Column, types: Column) -> tuple[I64, list[tuple[str, str]]]:
+    """Each op's (name, type) key as a code into the keys (type "" where
+    none; a name as its text): from the columns' dictionary codes when they
+    are :class:`Strings` (no Python value per op), else value by value."""
+    if isinstance(names, Strings) and isinstance(types, Strings):
+        m = len(types.values) + 1
+        pair = names.codes.astype(np.int64) * m + (types.codes.astype(np.int64) + 1)
+        distinct, inverse = np.unique(pair, return_inverse=True)
+        name_text = [str(v) for v in names.values]
+        type_text = ["", *(str(v) for v in types.values)]
+        index: dict[tuple[str, str], int] = {}
+        # (a name code of -1, no name, reads "None" as str(None) did; two codes of one text are one key)
+        remap = np.asarray(
+            [
+                index.setdefault((name_text[p // m] if p >= 0 else "None", type_text[p % m]), len(index))
+                for p in distinct.tolist()
+            ],
+            dtype=np.int64,
+        )
+        return remap[inverse.reshape(-1)], list(index)
+    keys = [(str(n), "" if t is None else str(t)) for n, t in zip(values(names), values(types))]
+    index = {}
     code = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
+    return code, list(index)
+
+
+def _group_totals(
+    code: I64,
+    keys: list[tuple[str, str]],
+    weight: np.ndarray,
+    ran: np.ndarray,
+    totals: dict[tuple[str, str], list[float]],
+) -> dict[tuple[str, str], list[float]]:
+    """Sums and counts per (name, type) key (``code``: each op's key), the
+    weights added in the ops' order."""
+    if not len(code):
+        return totals
     sel = np.asarray(ran, dtype=bool)
-    sums = np.bincount(code[sel], weights=np.nan_to_num(weight[sel]), minlength=len(index))
-    runs = np.bincount(code[sel], minlength=len(index))
-    for k, i in index.items():
-        if runs[i]:
-            prev = totals.get(k)
-            totals[k] = [float(sums[i]) + (prev[0] if prev else 0.0), float(runs[i]) + (prev[1] if prev else 0.0)]
+    sums = np.bincount(code[sel], weights=np.nan_to_num(weight[sel]), minlength=len(keys))
+    runs = np.bincount(code[sel], minlength=len(keys))
+    for i in np.flatnonzero(runs).tolist():
+        k = keys[i]
+        prev = totals.get(k)
+        totals[k] = [float(sums[i]) + (prev[0] if prev else 0.0), float(runs[i]) + (prev[1] if prev else 0.0)]
     return totals
 
 

@@ -552,14 +552,25 @@ def path_end(g: Graph, best: F64) -> int:
     return int(cands[np.lexsort((cands, g.t[cands]))[0]])
 
 
-def walk_back(pred: I64, src: I64, end: int) -> tuple[list[int], int]:
+def walk_back(pred: I64, src: I64, end: int) -> tuple[I64, int]:
     """The path's edges ending at ``end`` (first to last) and the node it starts
     at (where the predecessor is none, or injected: -2 at that node)."""
-    edges: list[int] = []
+    edges, start = _walk_back(np.asarray(pred, dtype=np.int64), np.asarray(src, dtype=np.int64), int(end))
+    return edges, int(start)
+
+
+@kernel
+def _walk_back(pred: I64, src: I64, end: int) -> tuple[I64, int]:  # pragma: no cover - compiled
+    """(A path of a large trace has hundreds of thousands of edges: no Python int each.)"""
+    n = 0
     v = end
     while pred[v] >= 0:
-        e = int(pred[v])
-        edges.append(e)
-        v = int(src[e])
-    edges.reverse()
+        n += 1
+        v = src[pred[v]]
+    edges = np.empty(n, dtype=np.int64)
+    v = end
+    while pred[v] >= 0:
+        n -= 1
+        edges[n] = pred[v]
+        v = src[pred[v]]
     return edges, v

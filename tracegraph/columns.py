@@ -22,6 +22,7 @@ A :class:`Table` is named columns of one length.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -201,8 +202,35 @@ def _gather(data: npt.NDArray[np.uint8], offsets: IntArray, rows: IntArray) -> t
     lengths = offsets[rows + 1] - offsets[rows]
     out_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offsets[1:])
-    index = _ranges(offsets[rows], lengths)
-    return data[index], out_offsets
+    if len(rows) < _COPY_ROWS_MIN:  # (a few rows: not worth loading the compiled copy)
+        return data[_ranges(offsets[rows], lengths)], out_offsets
+    copy_rows = _compiled_copy_rows()
+    return copy_rows(
+        data, offsets.astype(np.int64, copy=False), rows.astype(np.int64, copy=False), out_offsets
+    ), out_offsets
+
+
+# From how many rows a text column's rows are copied by the compiled loop
+# (an index of every byte costs 8 bytes a byte and a pass more).
+_COPY_ROWS_MIN = 256
+
+
+def _copy_rows(
+    data: npt.NDArray[np.uint8], offsets: I64, rows: I64, out_offsets: I64
+) -> npt.NDArray[np.uint8]:  # pragma: no cover - compiled
+    """The bytes of rows ``rows`` of a text column, one after the other."""
+    out = np.empty(out_offsets[-1], dtype=np.uint8)
+    for i in range(len(rows)):
+        a = offsets[rows[i]]
+        out[out_offsets[i] : out_offsets[i + 1]] = data[a : a + out_offsets[i + 1] - out_offsets[i]]
+    return out
+
+
+@functools.cache
+def _compiled_copy_rows() -> Callable[[npt.NDArray[np.uint8], I64, I64, I64], npt.NDArray[np.uint8]]:
+    """:func:`_copy_rows` compiled, once it is first needed (this module is
+    also read by front ends that never load a kernel)."""
+    return kernel(_copy_rows)
 
 
 def _list_rows(offsets: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
