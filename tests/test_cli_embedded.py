@@ -625,3 +625,20 @@ def test_a_trace_is_named_after_its_file_without_the_formats_suffixes(file, name
     from tracegraph.ingest.pipeline import default_trace_name
 
     assert default_trace_name(Path("/data") / file) == name
+
+
+def test_the_server_runs_with_openmp_threads_asleep(monkeypatch):
+    """FalkorDB's OpenMP threads spin after each parallel step by default,
+    taking the CPU an ingest's own threads need on the same cores: the
+    server's environment says OMP_WAIT_POLICY=PASSIVE, whatever the
+    caller's shell says (a training job's ACTIVE, here), and keeps the rest.
+    (The running server's own /proc environ cannot tell: Redis writes its
+    process title over it.)"""
+    from tracegraph.db.embedded import _server_environment
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    monkeypatch.setenv("TRACEGRAPH_TEST_KEPT", "yes")
+    env = _server_environment()
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert env["TRACEGRAPH_TEST_KEPT"] == "yes"
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # (this process's own is left alone)

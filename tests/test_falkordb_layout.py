@@ -335,3 +335,46 @@ def test_a_crashed_server_is_named_with_its_report(tmp_path, monkeypatch):
             assert ("the server crashed" in message) is crashed and (str(log) in message) is crashed
         finally:
             g.close()
+
+
+def test_bulk_loads_rewrite_the_log_once_they_have_appended_what_it_holds(tmp_path, monkeypatch):
+    """The append-only file is rewritten after a bulk load only once the
+    loads since the last rewrite appended at least what that rewrite wrote
+    (and AOF_COMPACT_BULK_BYTES, set to 1 byte here): a rewrite writes out
+    every stored trace, so rewriting after every load would cost, over a
+    database's life, the square of what it stores. Six loads of one trace:
+    the rule, worked out from the sizes the server reports, decides each
+    time, and it rewrites some and not others (every load would rewrite
+    before the rule, with the same 1-byte threshold)."""
+    from tracegraph.db import falkor
+    from tracegraph.db.connect import open_graph
+    from tracegraph.ingest.pipeline import ingest
+
+    monkeypatch.setenv("TRACEGRAPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "0")
+    monkeypatch.setattr(falkor, "AOF_COMPACT_BULK_BYTES", 1)
+    monkeypatch.setattr(falkor, "AOF_COMPACT_BYTES", 1)
+    g = open_graph("embedded")
+    r = g._redis
+
+    def settled() -> dict:
+        while r.info("persistence")["aof_rewrite_in_progress"] or r.info("persistence")["aof_rewrite_scheduled"]:
+            time.sleep(0.05)
+        return r.info("persistence")
+
+    try:
+        expected, rewrote = [], []
+        for name in "abcdef":
+            before = settled()
+            ingest(g, [ROOT / "tests" / "data" / "hta" / "alexnet.json.gz"], name)
+            loaded = r.info("persistence")  # (a rewrite it started may be under way: the size is the log's yet)
+            base = before["aof_base_size"]
+            appended = loaded["aof_current_size"] - base
+            expected.append(appended >= max(1, base))
+            after = settled()
+            rewrote.append(after["aof_base_size"] != base)
+        assert rewrote == expected
+        assert 2 <= sum(rewrote) < len(rewrote)
+        assert rewrote[0]  # the first load into an empty log: everything appended is new
+    finally:
+        g.close()

@@ -300,6 +300,7 @@ class EmbeddedServer:
         try:
             proc = subprocess.Popen(
                 args,
+                env=_server_environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -332,6 +333,20 @@ class EmbeddedServer:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self._running():  # a killed server leaves its socket file
             time.sleep(0.02)
+
+
+def _server_environment() -> dict[str, str]:
+    """The server's environment: this process's, with OpenMP's idle threads
+    asleep (``OMP_WAIT_POLICY=PASSIVE``, whatever this shell says).
+
+    FalkorDB's matrix library runs its work on OpenMP threads, which by
+    default spin for a while after each parallel step. The server shares
+    the machine with the process that feeds it (an ingest's own threads on
+    the same cores), and the spinning took their time: on 8 rank files of
+    16 MB, the server's CPU time fell by a fifth with the threads asleep
+    and the ingest took 0.3 s less of 3.6 s, while the analyses answered in
+    the same time (bench/RESULTS.md)."""
+    return {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def _unused(data_dir: Path) -> bool:
