@@ -380,7 +380,13 @@ class Writer:
     an 8-rank one's). A call is therefore sent once the spool holds
     :data:`GROWTH` times what the graph has received (at least
     :data:`CALL_BYTES`, at most :data:`MAX_CALL_BYTES`): a few calls in
-    all, and the total time linear. The spool keeps the client's memory
+    all, and the total time linear. A call is also sent as soon as the
+    previous one has answered, once the spool holds :data:`CALL_BYTES`:
+    the server works while the client makes the next blobs instead of
+    waiting idle for a full call, and what is left for the end of a load
+    (whose caller waits for it) is small. Those calls still grow with the
+    graph, since the spool fills while a call runs, and a call's time
+    grows with the graph too. The spool keeps the client's memory
     flat (a call is streamed from it, one blob at a time); a call runs in a
     thread of its own while the next one is spooled, and calls reach the
     server one after the other, in order. In a call, its node blobs go
@@ -429,6 +435,8 @@ class Writer:
         spool.file.write(data)
         spool.blobs.append(Blob(node, count, spool.size, len(data), bytes(data[: _header_length(data)])))
         spool.size += len(data)
+        if spool.size >= CALL_BYTES and (self.running is None or self.running.done()):
+            self.flush()  # the server is idle: keep it busy (see the class docstring)
 
     def call_bytes(self) -> int:
         """The size a call is sent at: it grows with what the graph has."""
