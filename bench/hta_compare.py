@@ -49,6 +49,7 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -159,7 +160,10 @@ def _run_tracegraph(paths: list[str], home: str) -> dict:
                 "MATCH (t:Trace {trace: $t, uid: 'trace'}) RETURN t.observed_path_us", {"t": name}, trace=name
             ).rows[0][0]
             t3 = time.perf_counter()
-            # ... and, timed apart, every segment of the path as a row.
+            # The peaks of the same answers as HTA's (taken before the rows below: so far in
+            # this process, the traces run in the order given) ...
+            peak, server_peak = _peak_mb(), _server_peak_mb(home)
+            # ... and, timed apart, every segment of the path as a row (HTA has no such answer).
             segments = len(run_analysis(graph, "observed-critical-path", name, {}).rows)
             t4 = time.perf_counter()
             cols = util.columns
@@ -174,9 +178,11 @@ def _run_tracegraph(paths: list[str], home: str) -> dict:
                 "kernels": kernels,
                 "stream_busy_us": busy,
                 "critical_path_us": length,
-                "peak_mb": _peak_mb(),  # so far in this process: the traces run in the order given
+                "peak_mb": peak,
                 "worker_peak_mb": _peak_mb(children=True),
-                "server_peak_mb": _server_peak_mb(home),
+                "server_peak_mb": server_peak,
+                "path_rows_peak_mb": _peak_mb(),
+                "path_rows_server_peak_mb": _server_peak_mb(home),
             }
             print(
                 f"tracegraph {p}: ingest {t1 - t0:.2f} s ({', '.join(f'{k} {v:.2f}' for k, v in report.timings.items())}),"
@@ -306,9 +312,10 @@ def report(hta: dict, tg: dict) -> str:
     lines = [
         "| trace | size | HTA load + breakdown + path (s) | tracegraph ingest + analyses (s) | "
         "tracegraph every path segment as a row (s) | peak MB HTA | peak MB tracegraph (+ server) | "
+        "peak MB tracegraph with the rows (+ server) | "
         "critical path HTA (us) | observed path tracegraph (us) | diff | kernel names equal / max diff (us) | "
         "streams busy max diff (us) |",
-        "|---|---|---|---|---|---:|---:|---|---|---|---|---|",
+        "|---|---|---|---|---|---:|---:|---:|---|---|---|---|---|",
     ]
     for p in hta:
         h, t = hta[p], tg[p]
@@ -327,7 +334,8 @@ def report(hta: dict, tg: dict) -> str:
             f"{h['critical_path_s']:.2f} = {hs:.2f} | {t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + "
             f"{t['critical_path_s']:.2f} = {ts:.2f} | {t.get('path_rows_s', float('nan')):.2f} | "
             f"{h.get('peak_mb', float('nan')):,.0f} | {t.get('peak_mb', float('nan')):,.0f} "
-            f"(+{t.get('server_peak_mb', float('nan')):,.0f}) | {h['critical_path_us']:,.1f} | "
+            f"(+{t.get('server_peak_mb', float('nan')):,.0f}) | {t.get('path_rows_peak_mb', float('nan')):,.0f} "
+            f"(+{t.get('path_rows_server_peak_mb', float('nan')):,.0f}) | {h['critical_path_us']:,.1f} | "
             f"{t['critical_path_us']:,.1f} | {diff:+.3f}% | {'yes' if names else 'NO'} / {kd:.3g} | {sd:.3g} |"
         )
     return "\n".join(lines)
@@ -443,6 +451,109 @@ def report_job(pairs: list[tuple[dict, dict]], names: list[str]) -> str:
     return "\n".join(lines)
 
 
+# --- everything side by side, in one run -------------------------------------------------------
+
+DLRM_RANKS = ROOT / "tests" / "data" / "nccl_dlrm"
+ALEXNET = ROOT / "tests" / "data" / "hta" / "alexnet.json.gz"
+
+
+def side_by_side(
+    hta_python: str, work: Path, ranks: list[int], trace_mb: float, neo4j: str | None, job_mb: float = 16
+) -> str:
+    """The issue's table in one run: the inputs made under ``work`` when
+    missing (the big trace from HTA's alexnet trace, a job of each of
+    ``ranks`` rank files of ``job_mb`` MB from PARAM's DLRM ranks), then on each
+    input HTA (``hta_python``: a virtualenv with HolisticTraceAnalysis) and
+    right after it tracegraph, each half a process of its own (its peak is
+    its own), and the table: seconds, ratios, peaks, whether the answers
+    agree; with ``neo4j`` (a scratch server's bolt URI), the smallest job
+    into it by the plain reference loader and by tracegraph."""
+    work.mkdir(parents=True, exist_ok=True)
+    trace = work / "big.json.gz"
+    if not trace.exists():
+        big(ALEXNET, trace, trace_mb)
+    jobs: dict[int, list[str]] = {}
+    for r in ranks:
+        d = work / f"job{r}"
+        if len(list(d.glob("*.gz"))) != r:
+            shutil.rmtree(d, ignore_errors=True)
+            job(sorted(DLRM_RANKS.glob("*.json.gz")), d, r, job_mb)
+        jobs[r] = sorted(map(str, d.glob("*.gz")))
+
+    def half(python: str, cmd: str, inputs: list[str], name: str) -> dict:
+        out = work / f"{name}.json"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run(
+            [python, "-m", "bench.hta_compare", cmd, *inputs, "--out", str(out)], cwd=ROOT, env=env, check=True
+        )
+        return json.loads(out.read_text())
+
+    rows = []
+    h = half(hta_python, "hta", [str(trace)], "hta_trace")[str(trace)]
+    t = half(sys.executable, "tracegraph", [str(trace)], "tg_trace")[str(trace)]
+    rows.append(_trace_row(f"{trace.stat().st_size / 1e6:.0f} MB gz trace (alexnet, {trace_mb:g} MB of JSON)", h, t))
+    for r, files in jobs.items():
+        h = half(hta_python, "hta-job", files, f"hta_job{r}")
+        t = half(sys.executable, "tracegraph-job", files, f"tg_job{r}")
+        rows.append(_job_row(f"{r} rank files x {job_mb:g} MB (DLRM)", h, t))
+    lines = [
+        "| input | HTA (s) | tracegraph (s) | HTA / tracegraph | HTA peak MB (+ worker) | tracegraph client MB "
+        "(+ worker) | embedded server MB | client / HTA | client + server / HTA | answers |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        *rows,
+    ]
+    if len(jobs) > 1:
+        first, last = min(jobs), max(jobs)
+        a, b = (json.loads((work / f"tg_job{r}.json").read_text()) for r in (first, last))
+        ta, tb = (x["ingest_s"] + x["kernel_breakdown_s"] + x["overlap_s"] + x["job_analyses_s"] for x in (a, b))
+        lines.append(
+            f"\n{last} / {first} ranks, tracegraph: time {tb / ta:.2f}x, client peak {b['peak_mb'] / a['peak_mb']:.2f}x"
+        )
+    if neo4j is not None:
+        small = min(jobs)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.neo4j_reference", "--db", neo4j, "--trace", *jobs[small], "--repeat", "1"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        lines.append(f"\nNeo4j ({neo4j}), the {small}-rank job:\n" + done.stdout.split("graph elements", 1)[-1].strip())
+    return "\n".join(lines)
+
+
+def _peaks(h: dict, t: dict) -> str:
+    hp = h["peak_mb"] + h.get("worker_peak_mb", 0.0)
+    tc = t["peak_mb"] + t.get("worker_peak_mb", 0.0)
+    return (
+        f"{h['peak_mb']:,.0f} (+{h.get('worker_peak_mb', 0.0):,.0f}) | {t['peak_mb']:,.0f} "
+        f"(+{t.get('worker_peak_mb', 0.0):,.0f}) | {t['server_peak_mb']:,.0f} | {tc / hp:.2f} | "
+        f"{(tc + t['server_peak_mb']) / hp:.2f}"
+    )
+
+
+def _trace_row(name: str, h: dict, t: dict) -> str:
+    """A trace's row: HTA's load, kernel breakdown and critical path against
+    tracegraph's ingest, kernel totals, stream busy times and path summary."""
+    hs = h["load_s"] + h["kernel_breakdown_s"] + h["critical_path_s"]
+    ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["critical_path_s"]
+    hk = {k: v for k, v in h["kernels"].items() if k not in SYNC_RECORDS}
+    kd = max((abs(v - t["kernels"].get(k, float("inf"))) for k, v in hk.items()), default=0.0)
+    sd = max((abs(v - t["stream_busy_us"].get(s, float("inf"))) for s, v in h["stream_busy_us"].items()), default=0.0)
+    pd = (t["critical_path_us"] - h["critical_path_us"]) / h["critical_path_us"] * 100
+    answers = f"kernel totals max diff {kd:.3g} us, stream busy {sd:.3g} us, path {t['critical_path_us']:,.1f} us ({pd:+.3f}% of HTA's)"
+    return f"| {name} | {hs:.2f} | {ts:.2f} | {hs / ts:.2f}x | {_peaks(h, t)} | {answers} |"
+
+
+def _job_row(name: str, h: dict, t: dict) -> str:
+    """A job's row: HTA's load, kernel breakdown and comm/comp overlap
+    against tracegraph's ingest, kernel totals, overlap and job analyses."""
+    hs = h["load_s"] + h["kernel_breakdown_s"] + h["overlap_s"]
+    ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["overlap_s"] + t["job_analyses_s"]
+    diff = max((abs(v - (t["overlap_share"].get(k) or 0.0)) for k, v in h["overlap_share"].items()), default=0.0)
+    return f"| {name} | {hs:.2f} | {ts:.2f} | {hs / ts:.2f}x | {_peaks(h, t)} | overlap shares max diff {diff:.5f} |"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.hta_compare")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -464,6 +575,13 @@ def main(argv=None) -> int:
     )
     s.add_argument("--ranks", type=int, default=64)
     s.add_argument("--mb", type=float, default=16)
+    s = sub.add_parser("side-by-side", help="make the inputs, run both tools on each, print the table")
+    s.add_argument("--hta-python", required=True, help="a python with HolisticTraceAnalysis installed")
+    s.add_argument("--work", default="bench-hta", help="where the inputs and raw answers go")
+    s.add_argument("--ranks", type=int, nargs="*", default=[8, 64], help="the jobs' rank counts")
+    s.add_argument("--trace-mb", type=float, default=110, help="the big trace's JSON size")
+    s.add_argument("--job-mb", type=float, default=16, help="each rank file's JSON size")
+    s.add_argument("--neo4j", help="a scratch Neo4j's bolt URI: the smallest job into it, both loaders")
     s = sub.add_parser("report-job", help="HTA.json TG.json pairs, one per job, the first the baseline")
     s.add_argument("files", nargs="+")
     s.add_argument("--names", nargs="+")
@@ -480,6 +598,8 @@ def main(argv=None) -> int:
         print(report(json.loads(Path(a.hta).read_text()), json.loads(Path(a.tg).read_text())))
     elif a.cmd == "job":
         job([Path(x) for x in a.srcs], Path(a.outdir), a.ranks, a.mb)
+    elif a.cmd == "side-by-side":
+        print(side_by_side(a.hta_python, Path(a.work).resolve(), a.ranks, a.trace_mb, a.neo4j, a.job_mb))
     elif a.cmd == "report-job":
         docs = [json.loads(Path(f).read_text()) for f in a.files]
         pairs = list(zip(docs[::2], docs[1::2]))

@@ -211,3 +211,65 @@ def test_cluster_job_small(tmp_path):
         assert not [t for t in graph.list_traces() if t["trace"].startswith("bench-cluster-job")]
     finally:
         graph.close()
+
+
+FAKE_HTA = '''
+import json, sys
+cmd, *rest = sys.argv[3:]  # (-m bench.hta_compare CMD INPUT... --out FILE)
+inputs, out = rest[:-2], rest[-1]
+if cmd == "hta":
+    doc = {p: {"load_s": 30.0, "kernel_breakdown_s": 1.0, "critical_path_s": 9.0, "kernels": {},
+               "stream_busy_us": {}, "critical_path_us": 1.0, "peak_mb": 1200.0, "worker_peak_mb": 0.0} for p in inputs}
+else:
+    doc = {"load_s": 7.0, "kernel_breakdown_s": 0.5, "overlap_s": 0.5,
+           "overlap_share": {str(r): 0.25 for r in range(len(inputs))}, "peak_mb": 400.0, "worker_peak_mb": 200.0}
+open(out, "w").write(json.dumps(doc))
+'''
+
+
+@pytest.mark.slow
+def test_hta_compare_side_by_side_makes_the_inputs_and_prints_one_table(tmp_path):
+    """The one-run benchmark end to end on small inputs: it makes the big
+    trace and the jobs, runs the two halves of each (HTA's here a stand-in
+    that answers fixed figures, as HTA is not installed where the tests
+    run; tracegraph's for real) and prints a row per input whose ratios
+    are those of the halves' answers, worked out here again."""
+    hta = tmp_path / "hta-python"
+    (tmp_path / "fake_hta.py").write_text(FAKE_HTA)
+    hta.write_text(f'#!/bin/sh\nexec {sys.executable} {tmp_path / "fake_hta.py"} "$@"\n')
+    hta.chmod(0o755)
+    work = tmp_path / "work"
+    proc = _bench(
+        "bench.hta_compare",
+        "side-by-side",
+        "--hta-python",
+        str(hta),
+        "--work",
+        str(work),
+        "--ranks",
+        "8",
+        "16",
+        "--trace-mb",
+        "1",
+        "--job-mb",
+        "0.2",
+        tmp_path=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| input")]
+    assert len(rows) == 3
+    assert len(list((work / "job8").glob("*.gz"))) == 8 and len(list((work / "job16").glob("*.gz"))) == 16
+    tg = json.loads((work / "tg_trace.json").read_text())[str(work / "big.json.gz")]
+    ts = tg["ingest_s"] + tg["kernel_breakdown_s"] + tg["critical_path_s"]
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[1:4] == ["40.00", f"{ts:.2f}", f"{40 / ts:.2f}x"]
+    assert cells[7] == f"{tg['peak_mb'] / 1200:.2f}"
+    assert cells[8] == f"{(tg['peak_mb'] + tg['server_peak_mb']) / 1200:.2f}"
+    for row, ranks in zip(rows[1:], (8, 16), strict=True):
+        job = json.loads((work / f"tg_job{ranks}.json").read_text())
+        js = job["ingest_s"] + job["kernel_breakdown_s"] + job["overlap_s"] + job["job_analyses_s"]
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == f"{ranks} rank files x 0.2 MB (DLRM)"
+        assert cells[1:4] == ["8.00", f"{js:.2f}", f"{8 / js:.2f}x"]
+        assert cells[7] == f"{job['peak_mb'] / 600:.2f}"
+    assert "16 / 8 ranks, tracegraph: time" in proc.stdout
