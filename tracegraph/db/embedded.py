@@ -17,7 +17,10 @@ moment later would pay the start (which loads every stored trace) again.
 A small watcher process started with the server (the *reaper*,
 ``python -m tracegraph.db.embedded --reap DIR``) stops it once nobody has
 used it for ``TRACEGRAPH_IDLE_S`` seconds (default 300; 0 stops it when the
-last user leaves, by that user). The reaper holds ``reaper.lock`` for its
+last user leaves, by that user). A moment after the last user leaves, the
+reaper also has the server rewrite its append-only file as a snapshot
+when loads have grown it (:func:`rewrite_log`): the rewrite's fork stalls
+the server, so it is done when nobody waits, and the stop waits for it. The reaper holds ``reaper.lock`` for its
 life, so there is one per directory, and any process that finds a server
 without one starts one: no server is left behind forever. It lets go only
 under ``start.lock``, once its server is gone, so that a server started
@@ -33,6 +36,7 @@ leave it without its reaper, or start a second server on the same files.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -53,6 +57,11 @@ from tracegraph.errors import DatabaseError
 
 START_TIMEOUT_S = float(os.environ.get("TRACEGRAPH_START_TIMEOUT", "120"))
 REAP_EVERY_S = 0.5
+# The reaper rewrites an unused server's append-only file once loads have
+# appended this much (and what the last rewrite wrote), and holds the stop
+# of an idle server for at most this long while a rewrite runs.
+AOF_IDLE_REWRITE_BYTES = int(os.environ.get("TRACEGRAPH_IDLE_REWRITE_BYTES", str(8 << 20)))
+REWRITE_WAIT_S = 600.0
 
 
 def idle_timeout() -> float:
@@ -174,6 +183,7 @@ class EmbeddedServer:
         if not watching:
             return  # another reaper watches this server
         unused_since: float | None = None
+        rewrite_asked = False  # in this unused spell
         while True:
             if not self._running():
                 # Gone (stopped or killed). Let go of reaper.lock under
@@ -187,9 +197,16 @@ class EmbeddedServer:
             now = time.monotonic()
             if not _unused(self.data_dir):
                 unused_since = None
+                rewrite_asked = False
             elif unused_since is None:
                 unused_since = now
+            elif not rewrite_asked:
+                rewrite_asked = True
+                self._rewrite_log()
             elif now - unused_since >= idle:
+                if self._rewriting() and now - unused_since < idle + REWRITE_WAIT_S:
+                    time.sleep(REAP_EVERY_S)  # stopping would kill the rewrite
+                    continue
                 with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
                     if _unused(self.data_dir):
                         self._shutdown()
@@ -198,6 +215,23 @@ class EmbeddedServer:
                             return
                 unused_since = None
             time.sleep(REAP_EVERY_S)
+
+    def _rewrite_log(self) -> None:
+        """Unused (a moment after the last user left): rewrite the
+        append-only file if loads have appended AOF_IDLE_REWRITE_BYTES and
+        what the last rewrite wrote (:func:`rewrite_log`), off every user's
+        way; the next start then loads a snapshot."""
+        with contextlib.suppress(redis.RedisError):
+            rewrite_log(self._client(), AOF_IDLE_REWRITE_BYTES, relative=True)
+
+    def _rewriting(self) -> bool:
+        try:
+            return _rewriting(self._client())
+        except redis.RedisError:
+            return False
+
+    def _client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5, retry=Retry(NoBackoff(), 0))
 
     def _running(self) -> bool:
         """Is a server listening on this directory's socket? Opening a
@@ -216,8 +250,7 @@ class EmbeddedServer:
 
     def _answers(self) -> bool:
         try:
-            conn = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5, retry=Retry(NoBackoff(), 0))
-            return bool(conn.ping())
+            return bool(self._client().ping())
         except redis.RedisError:
             return False
 
@@ -333,6 +366,29 @@ class EmbeddedServer:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self._running():  # a killed server leaves its socket file
             time.sleep(0.02)
+
+
+def rewrite_log(conn: redis.Redis, least: int, *, relative: bool) -> bool:
+    """Start a rewrite of the server's append-only file as a snapshot when
+    what was appended since the last one is at least ``least`` bytes (and,
+    ``relative``, at least what that one wrote: rewrites, which write out
+    everything stored, then cost in proportion to what is loaded, whatever
+    is stored). True when a rewrite is under way (started here or before)."""
+    info = conn.info("persistence")
+    if not info.get("aof_enabled"):
+        return False
+    if info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"):
+        return True
+    base = int(info.get("aof_base_size", 0))
+    if int(info.get("aof_current_size", 0)) - base < (max(least, base) if relative else least):
+        return False
+    conn.bgrewriteaof()
+    return True
+
+
+def _rewriting(conn: redis.Redis) -> bool:
+    info = conn.info("persistence")
+    return bool(info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"))
 
 
 def _server_environment() -> dict[str, str]:
