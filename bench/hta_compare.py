@@ -469,12 +469,12 @@ def side_by_side(
     agree; with ``neo4j`` (a scratch server's bolt URI), the smallest job
     into it by the plain reference loader and by tracegraph."""
     work.mkdir(parents=True, exist_ok=True)
-    trace = work / "big.json.gz"
+    trace = work / f"big-{trace_mb:g}mb.json.gz"  # (the sizes in the names: an input made before is the same)
     if not trace.exists():
         big(ALEXNET, trace, trace_mb)
     jobs: dict[int, list[str]] = {}
     for r in ranks:
-        d = work / f"job{r}"
+        d = work / f"job{r}x{job_mb:g}mb"
         if len(list(d.glob("*.gz"))) != r:
             shutil.rmtree(d, ignore_errors=True)
             job(sorted(DLRM_RANKS.glob("*.json.gz")), d, r, job_mb)
@@ -509,7 +509,7 @@ def side_by_side(
         lines.append(
             f"\n{last} / {first} ranks, tracegraph: time {tb / ta:.2f}x, client peak {b['peak_mb'] / a['peak_mb']:.2f}x"
         )
-    if neo4j is not None:
+    if neo4j is not None and jobs:
         small = min(jobs)
         done = subprocess.run(
             [sys.executable, "-m", "bench.neo4j_reference", "--db", neo4j, "--trace", *jobs[small], "--repeat", "1"],

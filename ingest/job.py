@@ -438,6 +438,7 @@ def write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: Pa
 
 
 def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: Path) -> RankResult:
+    """The rank's write (its tables live only while this runs)."""
     part = _load_part(survey)
     ct = kineto.join([part], t0=rp.origin, seq=rp.seq)
     del part
@@ -614,7 +615,7 @@ def walk(
         with fetch(inj[rank].spill, rank).open("rb") as f:
             pred, took = pickle.load(f)
         edges, start = hb.walk_back(pred, g.src, node)
-        seg = observed_path.segments(g, np.asarray(edges, dtype=np.int64))
+        seg = observed_path.segments(g, edges)
         piece = [
             Step(rank, int(e), int(k), float(s), float(d), bool(c))
             for e, k, s, d, c in zip(seg.elem, seg.kind, seg.start, seg.dur, seg.counted)

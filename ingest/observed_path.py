@@ -304,7 +304,7 @@ def whole(
         return empty
     end = hb.path_end(g, best)
     path, _ = hb.walk_back(pred, g.src, end)
-    seg = segments(g, np.asarray(path, dtype=np.int64))
+    seg = segments(g, path)
     if not len(seg.elem):
         return empty
     store(ct, g, seg, labels(x, g))

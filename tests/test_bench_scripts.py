@@ -213,7 +213,7 @@ def test_cluster_job_small(tmp_path):
         graph.close()
 
 
-FAKE_HTA = '''
+FAKE_HTA = """
 import json, sys
 cmd, *rest = sys.argv[3:]  # (-m bench.hta_compare CMD INPUT... --out FILE)
 inputs, out = rest[:-2], rest[-1]
@@ -224,7 +224,7 @@ else:
     doc = {"load_s": 7.0, "kernel_breakdown_s": 0.5, "overlap_s": 0.5,
            "overlap_share": {str(r): 0.25 for r in range(len(inputs))}, "peak_mb": 400.0, "worker_peak_mb": 200.0}
 open(out, "w").write(json.dumps(doc))
-'''
+"""
 
 
 @pytest.mark.slow
@@ -258,18 +258,19 @@ def test_hta_compare_side_by_side_makes_the_inputs_and_prints_one_table(tmp_path
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| input")]
     assert len(rows) == 3
-    assert len(list((work / "job8").glob("*.gz"))) == 8 and len(list((work / "job16").glob("*.gz"))) == 16
-    tg = json.loads((work / "tg_trace.json").read_text())[str(work / "big.json.gz")]
+    assert len(list((work / "job8x0.2mb").glob("*.gz"))) == 8 and len(list((work / "job16x0.2mb").glob("*.gz"))) == 16
+    tg = json.loads((work / "tg_trace.json").read_text())[str(work / "big-1mb.json.gz")]
     ts = tg["ingest_s"] + tg["kernel_breakdown_s"] + tg["critical_path_s"]
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[1:4] == ["40.00", f"{ts:.2f}", f"{40 / ts:.2f}x"]
-    assert cells[7] == f"{tg['peak_mb'] / 1200:.2f}"
-    assert cells[8] == f"{(tg['peak_mb'] + tg['server_peak_mb']) / 1200:.2f}"
+    client = tg["peak_mb"] + tg["worker_peak_mb"]
+    assert cells[7] == f"{client / 1200:.2f}"
+    assert cells[8] == f"{(client + tg['server_peak_mb']) / 1200:.2f}"
     for row, ranks in zip(rows[1:], (8, 16), strict=True):
         job = json.loads((work / f"tg_job{ranks}.json").read_text())
         js = job["ingest_s"] + job["kernel_breakdown_s"] + job["overlap_s"] + job["job_analyses_s"]
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[0] == f"{ranks} rank files x 0.2 MB (DLRM)"
         assert cells[1:4] == ["8.00", f"{js:.2f}", f"{8 / js:.2f}x"]
-        assert cells[7] == f"{job['peak_mb'] / 600:.2f}"
+        assert cells[7] == f"{(job['peak_mb'] + job['worker_peak_mb']) / 600:.2f}"
     assert "16 / 8 ranks, tracegraph: time" in proc.stdout

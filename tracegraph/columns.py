@@ -205,9 +205,7 @@ def _gather(data: npt.NDArray[np.uint8], offsets: IntArray, rows: IntArray) -> t
     if len(rows) < _COPY_ROWS_MIN:  # (a few rows: not worth loading the compiled copy)
         return data[_ranges(offsets[rows], lengths)], out_offsets
     copy_rows = _compiled_copy_rows()
-    return copy_rows(
-        data, offsets.astype(np.int64, copy=False), rows.astype(np.int64, copy=False), out_offsets
-    ), out_offsets
+    return copy_rows(read_only(data), offsets.astype(np.int64, copy=False), rows, out_offsets), out_offsets
 
 
 # From how many rows a text column's rows are copied by the compiled loop
