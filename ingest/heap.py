@@ -6,7 +6,7 @@ freed in its heaps for reuse instead of returning it; the next phase's
 arrays do not always fit there, so the process's resident size, the peak
 people see, is the next phase's on top of the last one's leftovers. One
 :func:`trim` between phases returns those pages: on a 112 MB trace the
-client's peak fell from 402-424 MB to 398-401 MB (bench/RESULTS.md), for a
+client's peak fell from 402-424 MB to 396-401 MB (bench/RESULTS.md), for a
 few milliseconds.
 """
 
