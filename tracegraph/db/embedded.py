@@ -200,9 +200,6 @@ class EmbeddedServer:
                 rewrite_asked = False
             elif unused_since is None:
                 unused_since = now
-            elif not rewrite_asked:
-                rewrite_asked = True
-                self._rewrite_log()
             elif now - unused_since >= idle:
                 if self._rewriting() and now - unused_since < idle + REWRITE_WAIT_S:
                     time.sleep(REAP_EVERY_S)  # stopping would kill the rewrite
@@ -214,17 +211,27 @@ class EmbeddedServer:
                             os.close(fd)  # (as above)
                             return
                 unused_since = None
+            elif not rewrite_asked:
+                rewrite_asked = self._rewrite_log()
             time.sleep(REAP_EVERY_S)
 
-    def _rewrite_log(self) -> None:
+    def _rewrite_log(self) -> bool:
         """Unused (a moment after the last user left): rewrite the
         append-only file if loads have appended AOF_IDLE_REWRITE_BYTES and
         what the last rewrite wrote (:func:`rewrite_log`), off every user's
-        way; the next start then loads a snapshot."""
+        way; the next start then loads a snapshot. False when the server
+        is still loading its data (a start by another process, not yet
+        registered as a user): nothing may be sent then (see
+        :meth:`_wait_until_answering`), so ask again later."""
+        if not _loaded(self.log_file):
+            return False
         with contextlib.suppress(redis.RedisError):
             rewrite_log(self._client(), AOF_IDLE_REWRITE_BYTES, relative=True)
+        return True
 
     def _rewriting(self) -> bool:
+        if not _loaded(self.log_file):
+            return False
         try:
             return _rewriting(self._client())
         except redis.RedisError:
