@@ -20,11 +20,12 @@ used it for ``TRACEGRAPH_IDLE_S`` seconds (default 300; 0 stops it when the
 last user leaves, by that user). A moment after the last user leaves, the
 reaper also has the server rewrite its append-only file as a snapshot
 when loads have grown it (:func:`rewrite_log`): the rewrite's fork stalls
-the server, so it is done when nobody waits, and the stop waits for it. The reaper holds ``reaper.lock`` for its
-life, so there is one per directory, and any process that finds a server
-without one starts one: no server is left behind forever. It lets go only
-under ``start.lock``, once its server is gone, so that a server started
-next never finds a reaper about to exit and takes it for its own.
+the server, so it is done when nobody waits, and the stop waits for it.
+The reaper holds ``reaper.lock`` for its life, so there is one per
+directory, and any process that finds a server without one starts one: no
+server is left behind forever. It lets go only under ``start.lock``, once
+its server is gone, so that a server started next never finds a reaper
+about to exit and takes it for its own.
 
 Whether a server runs is asked of its socket (does a connection open?),
 never by a command: a server busy in a long command answers every other
@@ -48,6 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -233,7 +235,7 @@ class EmbeddedServer:
         if not _loaded(self.log_file):
             return False
         try:
-            return _rewriting(self._client())
+            return rewriting(self._client())
         except redis.RedisError:
             return False
 
@@ -384,7 +386,7 @@ def rewrite_log(conn: redis.Redis, least: int, *, relative: bool) -> bool:
     info = conn.info("persistence")
     if not info.get("aof_enabled"):
         return False
-    if info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"):
+    if _under_way(info):
         return True
     base = int(info.get("aof_base_size", 0))
     if int(info.get("aof_current_size", 0)) - base < (max(least, base) if relative else least):
@@ -393,9 +395,13 @@ def rewrite_log(conn: redis.Redis, least: int, *, relative: bool) -> bool:
     return True
 
 
-def _rewriting(conn: redis.Redis) -> bool:
-    info = conn.info("persistence")
-    return bool(info.get("aof_rewrite_in_progress") or info.get("aof_rewrite_scheduled"))
+def rewriting(conn: redis.Redis) -> bool:
+    """Is a rewrite of the append-only file under way (or about to start)?"""
+    return _under_way(conn.info("persistence"))
+
+
+def _under_way(persistence: dict[str, Any]) -> bool:
+    return bool(persistence.get("aof_rewrite_in_progress") or persistence.get("aof_rewrite_scheduled"))
 
 
 def _server_environment() -> dict[str, str]:

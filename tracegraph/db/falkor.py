@@ -427,7 +427,7 @@ class FalkorGraph(Graph):
         the last rewrite wrote."""
         if self.backend != "embedded":
             return
-        from tracegraph.db.embedded import rewrite_log
+        from tracegraph.db.embedded import rewrite_log, rewriting
 
         try:
             if not rewrite_log(self._redis, AOF_COMPACT_BYTES if wait else AOF_COMPACT_BULK_BYTES, relative=not wait):
@@ -435,10 +435,7 @@ class FalkorGraph(Graph):
             if not wait:
                 return
             deadline = time.monotonic() + 600
-            while time.monotonic() < deadline:
-                info = self._redis.info("persistence")
-                if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
-                    return
+            while time.monotonic() < deadline and rewriting(self._redis):
                 time.sleep(0.05)
         except redis.RedisError:
             return  # compaction is an optimization, never fatal
