@@ -124,6 +124,13 @@ class RankSurvey:
 def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path) -> RankSurvey:
     """Read and assemble one rank file (``rank`` when the file names none);
     its tables go to a spill file in ``spill_dir``."""
+    survey = _survey_rank(index, path, rank, multi, spill_dir)
+    heap.trim()  # (the rank's tables are in the spill now: see heap)
+    return survey
+
+
+def _survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path) -> RankSurvey:
+    """The rank's survey (its tables live only while this runs)."""
     part = read_part(path, rank, multi)
     ops, kernels, allocations = part.tables["ops"], part.tables["kernels"], part.tables["allocations"]
     firsts = [
@@ -141,7 +148,7 @@ def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path)
     allocators = _allocator_peaks(part)
     with spill.open("wb") as f:
         pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
-    survey = RankSurvey(
+    return RankSurvey(
         index=index,
         shell=replace(part, tables={}),
         facts=part.run_facts(),
@@ -152,9 +159,6 @@ def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path)
         calls=calls,
         allocators=allocators,
     )
-    del part, ops, kernels, allocations, start, end, order, keys
-    heap.trim()  # (the rank's tables are in the spill now: see heap)
-    return survey
 
 
 def _part_columns(part: RankPart) -> ColumnarTrace:

@@ -186,7 +186,7 @@ class Columns:
             t = getattr(self, name)
             if self.n[k] + 16 >= len(t):
                 shape = (len(t) * 2, t.shape[1])
-                del t
+                del t  # (the table's only reference is then its attribute: resize can realloc it in place)
                 self.resize(name, shape)
         if self.n[0] + 16 >= len(self.attr_offsets) - 1:
             self.resize("attr_offsets", (len(self.attr_offsets) * 2,))
