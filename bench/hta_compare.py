@@ -308,6 +308,39 @@ def _run_tracegraph_job(paths: list[str], home: str) -> dict:
 # --- report ----------------------------------------------------------------------------------------
 
 
+def trace_figures(h: dict, t: dict) -> dict:
+    """One trace's figures from HTA's and tracegraph's answers: each side's
+    seconds for the same answers, the path lengths' difference (% of
+    HTA's), whether the kernel names agree, and the largest differences of
+    the kernel totals and stream busy times (us)."""
+    # HTA 0.5.0 counts the "Stream Wait Event" sync record as a compute
+    # kernel; it is not one (tracegraph keeps it as a sync edge).
+    hk = {k: v for k, v in h["kernels"].items() if k not in SYNC_RECORDS}
+    return {
+        "hta_s": h["load_s"] + h["kernel_breakdown_s"] + h["critical_path_s"],
+        "tg_s": t["ingest_s"] + t["kernel_breakdown_s"] + t["critical_path_s"],
+        "path_diff_pct": (t["critical_path_us"] - h["critical_path_us"]) / h["critical_path_us"] * 100,
+        "names_equal": set(hk) == set(t["kernels"]),
+        "kernel_diff_us": max((abs(v - t["kernels"].get(k, 0.0)) for k, v in hk.items()), default=0.0),
+        "stream_diff_us": max(
+            (abs(v - t["stream_busy_us"].get(s, 0.0)) for s, v in h["stream_busy_us"].items()), default=0.0
+        ),
+    }
+
+
+def job_figures(h: dict, t: dict) -> dict:
+    """One job's figures: each side's seconds for the same answers (with
+    tracegraph's job analyses HTA has none of) and the largest difference
+    of the ranks' communication overlap shares."""
+    return {
+        "hta_s": h["load_s"] + h["kernel_breakdown_s"] + h["overlap_s"],
+        "tg_s": t["ingest_s"] + t["kernel_breakdown_s"] + t["overlap_s"] + t["job_analyses_s"],
+        "overlap_diff": max(
+            (abs(v - (t["overlap_share"].get(k) or 0.0)) for k, v in h["overlap_share"].items()), default=float("nan")
+        ),
+    }
+
+
 def report(hta: dict, tg: dict) -> str:
     lines = [
         "| trace | size | HTA load + breakdown + path (s) | tracegraph ingest + analyses (s) | "
@@ -320,15 +353,9 @@ def report(hta: dict, tg: dict) -> str:
     for p in hta:
         h, t = hta[p], tg[p]
         size = os.path.getsize(p) / 1e6
-        hs = h["load_s"] + h["kernel_breakdown_s"] + h["critical_path_s"]
-        ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["critical_path_s"]
-        diff = (t["critical_path_us"] - h["critical_path_us"]) / h["critical_path_us"] * 100
-        # HTA 0.5.0 counts the "Stream Wait Event" sync record as a compute
-        # kernel; it is not one (tracegraph keeps it as a sync edge).
-        hk = {k: v for k, v in h["kernels"].items() if k not in SYNC_RECORDS}
-        names = set(hk) == set(t["kernels"])
-        kd = max((abs(hk[k] - t["kernels"].get(k, 0.0)) for k in hk), default=0.0)
-        sd = max((abs(v - t["stream_busy_us"].get(s, 0.0)) for s, v in h["stream_busy_us"].items()), default=0.0)
+        f = trace_figures(h, t)
+        hs, ts, diff, kd, sd = f["hta_s"], f["tg_s"], f["path_diff_pct"], f["kernel_diff_us"], f["stream_diff_us"]
+        names = f["names_equal"]
         lines.append(
             f"| {Path(p).name} | {size:.1f} MB | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + "
             f"{h['critical_path_s']:.2f} = {hs:.2f} | {t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + "
@@ -430,12 +457,9 @@ def report_job(pairs: list[tuple[dict, dict]], names: list[str]) -> str:
     ]
     totals = []
     for name, (h, t) in zip(names, pairs, strict=True):
-        hs = h["load_s"] + h["kernel_breakdown_s"] + h["overlap_s"]
-        ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["overlap_s"] + t["job_analyses_s"]
+        f = job_figures(h, t)
+        hs, ts, diff = f["hta_s"], f["tg_s"], f["overlap_diff"]
         totals.append((hs, ts, t["ingest_s"], h["peak_mb"], t["peak_mb"]))
-        diff = max(
-            (abs(v - (t["overlap_share"].get(k) or 0.0)) for k, v in h["overlap_share"].items()), default=float("nan")
-        )
         lines.append(
             f"| {name} | {h['load_s']:.2f} + {h['kernel_breakdown_s']:.2f} + {h['overlap_s']:.2f} = {hs:.2f} | "
             f"{t['ingest_s']:.2f} + {t['kernel_breakdown_s']:.2f} + {t['overlap_s']:.2f} + "
@@ -480,13 +504,16 @@ def side_by_side(
             job(sorted(DLRM_RANKS.glob("*.json.gz")), d, r, job_mb)
         jobs[r] = sorted(map(str, d.glob("*.gz")))
 
+    answers: dict[str, dict] = {}
+
     def half(python: str, cmd: str, inputs: list[str], name: str) -> dict:
         out = work / f"{name}.json"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         subprocess.run(
             [python, "-m", "bench.hta_compare", cmd, *inputs, "--out", str(out)], cwd=ROOT, env=env, check=True
         )
-        return json.loads(out.read_text())
+        answers[name] = json.loads(out.read_text())
+        return answers[name]
 
     rows = []
     h = half(hta_python, "hta", [str(trace)], "hta_trace")[str(trace)]
@@ -504,8 +531,8 @@ def side_by_side(
     ]
     if len(jobs) > 1:
         first, last = min(jobs), max(jobs)
-        a, b = (json.loads((work / f"tg_job{r}.json").read_text()) for r in (first, last))
-        ta, tb = (x["ingest_s"] + x["kernel_breakdown_s"] + x["overlap_s"] + x["job_analyses_s"] for x in (a, b))
+        (ha, a), (hb, b) = ((answers[f"hta_job{r}"], answers[f"tg_job{r}"]) for r in (first, last))
+        ta, tb = job_figures(ha, a)["tg_s"], job_figures(hb, b)["tg_s"]
         lines.append(
             f"\n{last} / {first} ranks, tracegraph: time {tb / ta:.2f}x, client peak {b['peak_mb'] / a['peak_mb']:.2f}x"
         )
@@ -535,23 +562,25 @@ def _peaks(h: dict, t: dict) -> str:
 def _trace_row(name: str, h: dict, t: dict) -> str:
     """A trace's row: HTA's load, kernel breakdown and critical path against
     tracegraph's ingest, kernel totals, stream busy times and path summary."""
-    hs = h["load_s"] + h["kernel_breakdown_s"] + h["critical_path_s"]
-    ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["critical_path_s"]
-    hk = {k: v for k, v in h["kernels"].items() if k not in SYNC_RECORDS}
-    kd = max((abs(v - t["kernels"].get(k, float("inf"))) for k, v in hk.items()), default=0.0)
-    sd = max((abs(v - t["stream_busy_us"].get(s, float("inf"))) for s, v in h["stream_busy_us"].items()), default=0.0)
-    pd = (t["critical_path_us"] - h["critical_path_us"]) / h["critical_path_us"] * 100
-    answers = f"kernel totals max diff {kd:.3g} us, stream busy {sd:.3g} us, path {t['critical_path_us']:,.1f} us ({pd:+.3f}% of HTA's)"
+    f = trace_figures(h, t)
+    hs, ts = f["hta_s"], f["tg_s"]
+    answers = (
+        f"kernel names {'equal' if f['names_equal'] else 'DIFFER'}, totals max diff {f['kernel_diff_us']:.3g} us, "
+        f"stream busy {f['stream_diff_us']:.3g} us, path {t['critical_path_us']:,.1f} us "
+        f"({f['path_diff_pct']:+.3f}% of HTA's)"
+    )
     return f"| {name} | {hs:.2f} | {ts:.2f} | {hs / ts:.2f}x | {_peaks(h, t)} | {answers} |"
 
 
 def _job_row(name: str, h: dict, t: dict) -> str:
     """A job's row: HTA's load, kernel breakdown and comm/comp overlap
     against tracegraph's ingest, kernel totals, overlap and job analyses."""
-    hs = h["load_s"] + h["kernel_breakdown_s"] + h["overlap_s"]
-    ts = t["ingest_s"] + t["kernel_breakdown_s"] + t["overlap_s"] + t["job_analyses_s"]
-    diff = max((abs(v - (t["overlap_share"].get(k) or 0.0)) for k, v in h["overlap_share"].items()), default=0.0)
-    return f"| {name} | {hs:.2f} | {ts:.2f} | {hs / ts:.2f}x | {_peaks(h, t)} | overlap shares max diff {diff:.5f} |"
+    f = job_figures(h, t)
+    hs, ts = f["hta_s"], f["tg_s"]
+    return (
+        f"| {name} | {hs:.2f} | {ts:.2f} | {hs / ts:.2f}x | {_peaks(h, t)} | "
+        f"overlap shares max diff {f['overlap_diff']:.5f} |"
+    )
 
 
 def main(argv=None) -> int:
