@@ -72,6 +72,13 @@ def _plain(rows: list) -> list:
     return strip(rows)
 
 
+def settled(r: redis.Redis) -> dict:
+    """The server's persistence facts once no log rewrite is under way."""
+    while r.info("persistence")["aof_rewrite_in_progress"] or r.info("persistence")["aof_rewrite_scheduled"]:
+        time.sleep(0.05)
+    return r.info("persistence")
+
+
 def rewrite_and_restart(home: Path) -> None:
     """Rewrite the append-only file as an RDB snapshot, then stop the server
     (the next use starts it from that snapshot)."""
@@ -82,8 +89,7 @@ def rewrite_and_restart(home: Path) -> None:
     try:
         r = redis.Redis(unix_socket_path=sock)
         r.bgrewriteaof()
-        while r.info("persistence")["aof_rewrite_in_progress"] or r.info("persistence")["aof_rewrite_scheduled"]:
-            time.sleep(0.05)
+        settled(r)
     finally:
         server.release()  # TRACEGRAPH_IDLE_S=0: the server stops now
 
@@ -365,19 +371,14 @@ def test_bulk_loads_rewrite_the_log_once_they_have_appended_what_it_holds(tmp_pa
     g = open_graph("embedded")
     r = g._redis
 
-    def settled() -> dict:
-        while r.info("persistence")["aof_rewrite_in_progress"] or r.info("persistence")["aof_rewrite_scheduled"]:
-            time.sleep(0.05)
-        return r.info("persistence")
-
     try:
         expected, rewrote = [], []
         for name in "abcdef":
-            base = settled()["aof_base_size"]
+            base = settled(r)["aof_base_size"]
             ingest(g, [ROOT / "tests" / "data" / "hta" / "alexnet.json.gz"], name)
             assert seen[-1]["aof_base_size"] == base
             expected.append(seen[-1]["aof_current_size"] - base >= max(1, base))
-            after = settled()
+            after = settled(r)
             rewrote.append(after["aof_base_size"] != base)
         assert rewrote == expected
         assert 2 <= sum(rewrote) < len(rewrote)
