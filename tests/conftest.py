@@ -87,7 +87,8 @@ def session_graph(db_uri):
 def wipe_neo4j(g) -> None:
     from tracegraph.db.base import LABELS
 
-    # Trace last: it holds a HAS_OP edge to every op, too many to detach in one transaction.
+    # Trace last: a trace stored before 2026-11-28 holds a HAS_OP edge to every op, too many
+    # to detach in one transaction.
     for label in [*LABELS[1:], LABELS[0], "IngestJob"]:
         while g.run(f"MATCH (n:{label}) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*)", write=True).rows[0][0]:
             pass

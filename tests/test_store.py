@@ -75,6 +75,36 @@ def two_ops(tmp_path: Path) -> Path:
     )
 
 
+def test_the_trace_node_links_to_its_few_devices_and_allocators_not_to_each_op(graph, gpu):
+    """No dense nodes: the Trace node's relationships are one per device,
+    allocator and its OpTotals (small_gpu: 2, 2 and 1), none to an op; an
+    op names its device instead of linking to it; its ops are found by
+    the ``trace`` property, as every query finds them."""
+    from analysis_traces import small_gpu
+
+    tf = small_gpu()
+    rows = graph.run(
+        "MATCH (t:Trace {trace: $trace})-[r]->(n) RETURN type(r) AS rel, labels(n)[0] AS label, count(*) AS n "
+        "ORDER BY rel",
+        trace=gpu,
+    ).rows
+    assert rows == [["HAS_ALLOCATOR", "Allocator", 2], ["HAS_DEVICE", "Device", 2], ["HAS_OP_TOTALS", "OpTotals", 1]]
+    assert graph.run("MATCH (o:Op {trace: $trace})-[:ON_DEVICE]->() RETURN count(*)", trace=gpu).rows == [[0]]
+    placed = graph.run(
+        "MATCH (o:Op {trace: $trace}) WHERE o.name IN ['net/p2p', 'net/conv1/Conv2D'] "
+        "RETURN o.name, o.device_name ORDER BY o.name",
+        trace=gpu,
+    ).rows
+    assert placed == [["net/conv1/Conv2D", "/device:GPU:0"], ["net/p2p", "/device:GPU:1"]]
+    ops = graph.run("MATCH (o:Op {trace: $trace}) RETURN count(o)", trace=gpu).rows
+    assert ops == [[len(tf.ops)]]
+    # the few keep their placement
+    streams = graph.run(
+        "MATCH (s:Stream {trace: $trace})-[:ON_DEVICE]->(d:Device) RETURN d.name, count(s) ORDER BY d.name", trace=gpu
+    ).rows
+    assert streams == [["/device:GPU:0", 3], ["/device:GPU:1", 1]]
+
+
 def test_existing_name_is_refused_unless_replace(graph, tmp_path):
     p = write(tmp_path, [Op("a", "A", 0, 1)])
     ingest(graph, [p], "dup")

@@ -425,7 +425,6 @@ def observed_next_table(src_label: str, dst_label: str) -> str:
 RELATIONSHIPS: tuple[Relationship, ...] = (
     _r("ON_DEVICE", "Stream", "Device", "streams", "uid", "device", "placement"),
     _r("ON_DEVICE", "Allocator", "Device", "allocators", "uid", "device", "placement"),
-    _r("ON_DEVICE", "Op", "Device", "ops", "uid", "device", "placement"),
     _r("DATA", "Op", "Op", "data_deps", "src", "dst", "the second op reads an output of the first"),
     _r("CONTROL", "Op", "Op", "control_deps", "src", "dst", "control dependency (`^name` inputs)"),
     _r(
@@ -528,10 +527,14 @@ RELATIONSHIPS: tuple[Relationship, ...] = (
         for b in ("Op", "Kernel")
     ),
 )
-# Trace -> every node of the label.
+# Trace -> every node of the label: the few (devices, allocators). Not the
+# many: a relationship from one node to each of hundreds of thousands of ops
+# (or from a host device to each of its ops) is a dense node that no query
+# needs (they find a trace's nodes by the indexed ``trace`` property and an
+# op's device by ``device_name``) but that every write pays for (58% of a
+# PyTorch job's relationships) and that drowns Neo4j Browser's expansions.
 MEMBERSHIP: tuple[tuple[str, str], ...] = (
     ("HAS_OP_TOTALS", "OpTotals"),
-    ("HAS_OP", "Op"),
     ("HAS_DEVICE", "Device"),
     ("HAS_ALLOCATOR", "Allocator"),
 )

@@ -72,8 +72,9 @@ IN_FLIGHT = int(os.environ.get("TRACEGRAPH_NEO4J_IN_FLIGHT", "2"))
 DELETE_BATCH = 5000
 # The order a trace's nodes are deleted in: the many (ops, kernels, tensors,
 # allocations) first, each batch taking its few relationships along, the
-# hubs (a device's ON_DEVICE, a stream's, an allocator's IN_ALLOCATOR, the
-# Trace node's HAS_OP: one per op) last, when they have none left. A hub
+# hubs (a stream's ON_STREAM, an allocator's IN_ALLOCATOR; traces stored
+# before 2026-11-28 also the Trace node's HAS_OP and a device's ON_DEVICE,
+# one per op) last, when they have none left. A hub
 # deleted first takes all its relationships in one transaction: a job of
 # 400k nodes then exceeded a 1 GB server's transaction memory.
 DELETE_ORDER = tuple(sorted(LABELS, key=lambda label: label not in ("Allocation", "Tensor", "Kernel", "Op")))
