@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracegraph import schema
-from tracegraph.columns import I64, Column, Lists, Strings, Table, Texts, take, values
+from tracegraph.columns import I64, Column, Lists, Strings, Table, Texts, distinct, take, values
 from tracegraph.db.base import SCHEMA_VERSION, NodeTable, RelTable, TraceTables
 from tracegraph.db.values import missing
 from tracegraph.ingest.columnar import ColumnarTrace, executed, num, refs
@@ -202,7 +202,7 @@ def _name_type_codes(names: Column, types: Column) -> tuple[I64, list[tuple[str,
     if isinstance(names, Strings) and isinstance(types, Strings):
         m = len(types.values) + 1
         pair = names.codes.astype(np.int64) * m + (types.codes.astype(np.int64) + 1)
-        distinct, inverse = np.unique(pair, return_inverse=True)
+        present, inverse = distinct(pair)
         name_text = [str(v) for v in names.values]
         type_text = ["", *(str(v) for v in types.values)]
         index: dict[tuple[str, str], int] = {}
@@ -210,7 +210,7 @@ def _name_type_codes(names: Column, types: Column) -> tuple[I64, list[tuple[str,
         remap = np.asarray(
             [
                 index.setdefault((name_text[p // m] if p >= 0 else "None", type_text[p % m]), len(index))
-                for p in distinct.tolist()
+                for p in present.tolist()
             ],
             dtype=np.int64,
         )

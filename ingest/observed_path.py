@@ -83,7 +83,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tracegraph.columns import Lists, Strings, Table, labelled, values
+from tracegraph.columns import Lists, Strings, Table, distinct, labelled, values
 from tracegraph.ingest import hb
 from tracegraph.ingest.collectives import Joined
 from tracegraph.ingest.columnar import ColumnarTrace, codes_of, executed, num, refs
@@ -141,7 +141,7 @@ def inputs(ct: ColumnarTrace) -> Inputs:
     device = refs(ops["device"])
     t_codes = np.asarray(thread.codes, dtype=np.int64)
     key = np.where(t_codes >= 0, t_codes, len(thread.values) + np.where(device >= 0, device, len(dev_names)))
-    uniq, inverse = np.unique(key, return_inverse=True)
+    uniq, inverse = distinct(key)
     names_by_key = [
         thread.values[u]
         if u < len(thread.values)

@@ -259,22 +259,33 @@ def _list_cells(
 
 
 @kernel
-def _interleave(data: U8, bases: I64, offsets: I64) -> U8:  # pragma: no cover - compiled
-    """Row i of the blob: the cells of row i of every column, in column
-    order (column k's cells at ``data[bases[k] + offsets[k, i] : ...]``)."""
+def _interleave(head: U8, data: U8, bases: I64, offsets: I64) -> U8:  # pragma: no cover - compiled
+    """``head``, then row i of the blob: the cells of row i of every column,
+    in column order (column k's cells at ``data[bases[k] + offsets[k, i] :
+    ...]``). Filled column by column, each row's end kept as it grows: a
+    column's cells and offsets are then read in order, not one cell from
+    each column in turn (half the time of the row-by-row fill)."""
     k, m = offsets.shape
     n = m - 1
-    total = 0
+    at = np.full(n, len(head), dtype=np.int64)  # where row i's next cell goes
     for c in range(k):
-        total += offsets[c, n] - offsets[c, 0]
+        for i in range(n):
+            at[i] += offsets[c, i + 1] - offsets[c, i]
+    total = len(head)
+    for i in range(n):  # rows' ends -> rows' starts
+        width = at[i] - len(head)
+        at[i] = total
+        total += width
     out = np.empty(total, dtype=np.uint8)
-    o = 0
-    for i in range(n):
-        for c in range(k):
-            a = bases[c] + offsets[c, i]
-            b = bases[c] + offsets[c, i + 1]
-            out[o : o + b - a] = data[a:b]
-            o += b - a
+    out[: len(head)] = head
+    for c in range(k):
+        base = bases[c]
+        for i in range(n):
+            o = at[i]
+            for j in range(base + offsets[c, i], base + offsets[c, i + 1]):
+                out[o] = data[j]
+                o += 1
+            at[i] = o
     return out
 
 
@@ -363,7 +374,8 @@ def blob(header: bytes, columns: list[Cells]) -> bytes:
         bases[k] = at
         at += len(c[0])
     offsets = np.stack([c[1] for c in columns])
-    return header + _interleave(np.ascontiguousarray(data), bases, offsets).tobytes()
+    head = np.frombuffer(header, dtype=np.uint8)
+    return _interleave(head, read_only(np.ascontiguousarray(data)), bases, offsets).tobytes()
 
 
 # --- the calls ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tracegraph.columns import I64, U8, B, Strings, Table, Texts, kernel, labelled
+from tracegraph.columns import I64, U8, B, Strings, Table, Texts, distinct, first_rows, kernel, labelled
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kineto import events as kineto_events
@@ -165,7 +165,7 @@ class _Assembly:
         )
         shown_names = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
         pair = name_code * 8 + shown_code
-        uniq, inverse = np.unique(pair, return_inverse=True)
+        uniq, inverse = distinct(pair)
         types: list[str] = []
         roles: list[str] = []
         for p in uniq.tolist():
@@ -184,9 +184,11 @@ class _Assembly:
         thread_of = np.zeros(len(pid), dtype=np.int64)
         thread_names: list[str] = []
         if len(pid):
-            both = np.stack([pid, tid], axis=1)
-            _, first_t, inv_t = np.unique(both, axis=0, return_index=True, return_inverse=True)
-            thread_of = inv_t.reshape(-1)
+            # the distinct (pid, tid) pairs, in their order (np.unique(axis=0) sorts rows 10x slower)
+            _, pid_code = np.unique(pid, return_inverse=True)
+            tid_values, tid_code = np.unique(tid, return_inverse=True)
+            pairs, thread_of = distinct(pid_code.reshape(-1) * len(tid_values) + tid_code.reshape(-1))
+            first_t = first_rows(thread_of, len(pairs))
             thread_names = [f"{self.pre}{self.value(*pids[i])}:{self.value(*tids[i])}" for i in first_t.tolist()]
         op_thread = thread_of[:n_ops]
         mem_thread = thread_of[n_ops:]
