@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracegraph.columns import Strings, values
+from tracegraph.columns import Strings, take, values
 from tracegraph.ingest.columnar import ColumnarTrace, codes_of, num, refs
 
 # NCCL kernels of point-to-point traffic (lowercased collective names); all_to_all runs as these too.
@@ -120,17 +120,21 @@ def calls(ct: ColumnarTrace, on_graph_ops: np.ndarray, on_graph_kernels: np.ndar
         comm &= ~np.isnan(start)
         rows = np.flatnonzero(comm)
         if len(rows):
-            uids = values(k["uid"])
-            group = values(k["process_group"])
-            members = values(k["group_ranks"])
+            # (the calls' own rows as Python values, not every kernel's)
+            uids = values(take(k["uid"], rows))
+            group = values(take(k["process_group"], rows))
+            members = values(take(k["group_ranks"], rows))
             end = num(k["end_us"])
             k_rank = rank_of_kernels(ct)
-            for r in rows.tolist():
-                key = (group[r] if isinstance(group[r], str) else "", members[r] if isinstance(members[r], str) else "")
+            for at, r in enumerate(rows.tolist()):
+                key = (
+                    group[at] if isinstance(group[at], str) else "",
+                    members[at] if isinstance(members[at], str) else "",
+                )
                 c = Call(
                     "kernels",
                     r,
-                    str(uids[r]),
+                    str(uids[at]),
                     str(coll_values[r]),
                     float(start[r]),
                     float(end[r]),
@@ -145,10 +149,10 @@ def calls(ct: ColumnarTrace, on_graph_ops: np.ndarray, on_graph_kernels: np.ndar
         start = num(ops["start_us"])
         end = num(ops["end_us"])
         rows = np.flatnonzero(coll_op.present() & ~np.isnan(start))  # type: ignore[union-attr]
-        uids = values(ops["uid"])
-        names = values(coll_op)
-        for r in rows.tolist():
-            c = Call("ops", r, str(uids[r]), str(names[r]), float(start[r]), float(end[r]), bool(on_graph_ops[r]))
+        uids = values(take(ops["uid"], rows))
+        names = values(take(coll_op, rows))
+        for at, r in enumerate(rows.tolist()):
+            c = Call("ops", r, str(uids[at]), str(names[at]), float(start[r]), float(end[r]), bool(on_graph_ops[r]))
             out.op_calls.setdefault(int(op_rank[r]), []).append(c)
         for cs in out.op_calls.values():
             cs.sort(key=lambda c: (c.start, c.uid))
