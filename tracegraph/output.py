@@ -38,6 +38,9 @@ def readable(value: Any, time: bool = False) -> Any:
     significant digits, so ``8782.11799999999`` reads ``8782.118`` in a
     table, CSV, JSON and a DataFrame alike. Lists keep their owner's kind;
     a dict's entries (a node's properties) take their own key's."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # (the most cells: no test below applies)
+        return value
     if isinstance(value, float):
         if not math.isfinite(value):
             return value
@@ -150,7 +153,14 @@ def jsonable(v: object) -> object:
     """Plain JSON values: NaN/inf as null, dataclasses as objects, dates as
     ISO text, numpy scalars as Python numbers, anything else unknown as its
     text."""
-    if v is None or isinstance(v, (bool, int, str)):
+    kind = type(v)  # (the most values first, by their exact type: a row of 400k cells costs a test each)
+    if kind is str or kind is int or kind is bool or v is None:
+        return v
+    if type(v) is float:
+        return v if math.isfinite(v) else None
+    if type(v) is list:
+        return [jsonable(x) for x in v]
+    if isinstance(v, (bool, int, str)):
         return v
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return {f.name: jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)}

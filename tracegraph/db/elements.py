@@ -36,10 +36,15 @@ def path_value(nodes: list[dict[str, Any]], relationships: list[dict[str, Any]])
     return {"kind": "path", "nodes": nodes, "relationships": relationships}
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(v: Any, element: Callable[[Any], dict[str, Any] | None]) -> Any:
     """A value of a driver's answer as plain data: ``element(v)`` for a
     node, relationship or path of the driver (None for anything else),
     lists and maps item by item, anything else as it is."""
+    if type(v) in _SCALARS:  # (most cells: no driver type is one of these)
+        return v
     found = element(v)
     if found is not None:
         return found
