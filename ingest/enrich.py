@@ -508,9 +508,7 @@ def whole(ct: ColumnarTrace, known_dag: Any = None) -> dict[str, TraceProp]:
 
     props = local(ct, known_dag)
     peak_live(ct)
-    op_e, k_e = observed_path.elements(observed_path.inputs(ct))  # (the inputs not held: the path makes its own)
-    joined = collectives.join(collectives.calls(ct, op_e >= 0, k_e >= 0))
-    del op_e, k_e
+    joined = collectives.join(observed_path.collective_calls(ct))
     props.update(joined.props())
     ct.tables["collectives"], ct.tables["joins"] = collective_tables(ct, joined)
     waits = {(table, row): w for (_, table, row), w in joined.waits().items()}

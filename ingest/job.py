@@ -163,11 +163,7 @@ def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path)
 
 def _raw_calls(ct: ColumnarTrace) -> list[RawCall]:
     """The rank's collective calls (NCCL kernels, host calls) with their ns times."""
-    x = observed_path.inputs(ct)
-    op_e, k_e = observed_path.elements(x)
-    from tracegraph.ingest.collectives import calls as rank_calls
-
-    found = rank_calls(ct, op_e >= 0, k_e >= 0)
+    found = observed_path.collective_calls(ct)
     ns = {
         "ops": (np.asarray(ct["ops"]["start_ns"]), np.asarray(ct["ops"]["end_ns"])),
         "kernels": (np.asarray(ct["kernels"]["start_ns"]), np.asarray(ct["kernels"]["end_ns"])),

@@ -85,7 +85,7 @@ import numpy.typing as npt
 
 from tracegraph.columns import Lists, Strings, Table, distinct, labelled, values
 from tracegraph.ingest import hb
-from tracegraph.ingest.collectives import Joined
+from tracegraph.ingest.collectives import Joined, RankCalls, calls
 from tracegraph.ingest.columnar import ColumnarTrace, codes_of, executed, num, refs
 from tracegraph.ingest.intervals import inside, union_intervals
 
@@ -217,6 +217,14 @@ def elements(x: Inputs) -> tuple[I64, I64]:
     k_e = np.full(len(x.k_start), -1, dtype=np.int64)
     k_e[k_rows] = len(op_rows) + np.arange(len(k_rows))
     return op_e, k_e
+
+
+def collective_calls(ct: ColumnarTrace) -> RankCalls:
+    """The collective calls of the ranks ``ct`` holds, each marked whether
+    it is an element of the happens-before graph (:func:`elements`; the
+    inputs are made for this and not kept)."""
+    op_e, k_e = elements(inputs(ct))
+    return calls(ct, op_e >= 0, k_e >= 0)
 
 
 def node_times(x: Inputs) -> tuple[F64, F64]:
