@@ -74,7 +74,9 @@ def _plain(rows: list) -> list:
 
 def settled(r: redis.Redis) -> dict:
     """The server's persistence facts once no log rewrite is under way."""
-    while r.info("persistence")["aof_rewrite_in_progress"] or r.info("persistence")["aof_rewrite_scheduled"]:
+    from tracegraph.db.embedded import rewriting
+
+    while rewriting(r):
         time.sleep(0.05)
     return r.info("persistence")
 
