@@ -324,9 +324,13 @@ def kernel(fn: F) -> F:
     holding the GIL (two threads run two kernels at once) and cached on
     disk beside its module (the first use in a fresh install compiles it).
     Its annotations are for readers and mypy; numba types it from its
-    arguments."""
+    arguments. The compiler's own code is not kept resident between loads
+    (:mod:`tracegraph.compiler_pages`)."""
     from numba import njit
 
+    from tracegraph import compiler_pages
+
+    compiler_pages.release_after_each_load()
     return cast(F, njit(cache=True, nogil=True)(fn))
 
 
