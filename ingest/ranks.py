@@ -67,13 +67,11 @@ def rank_rows(ct: ColumnarTrace, waits: dict[tuple[str, int], float]) -> tuple[l
     k_start, k_end = num(k["start_us"]), num(k["end_us"])
     o_start, o_end = num(ops["start_us"]), num(ops["end_us"])
     k_compute = codes_of(k["kind"], "compute") if k.n else np.zeros(0, bool)
-    role = values(ops["role"])
-    o_work = np.asarray([r is None or r == "op" for r in role], dtype=bool) & ~o_comm & executed(ct)
     streams = stream_lanes(ct, waits) if k.n else {}
     stream_rank = {}
     for s, r in zip(refs(k["stream"]).tolist(), k_rank.tolist()):
         stream_rank[s] = r
-    lane_names = op_lanes(ct)
+    host: tuple[npt.NDArray[np.bool_], list[str]] | None = None  # made for a rank without device work only
     rows: list[dict[str, Any]] = []
     for rank in sorted(set(o_rank.tolist()) | set(k_rank.tolist())):
         on_gpu = bool((k_rank == rank).any())
@@ -83,6 +81,13 @@ def rank_rows(ct: ColumnarTrace, waits: dict[tuple[str, int], float]) -> tuple[l
             work = union_intervals(k_start[mine & k_compute], k_end[mine & k_compute])
             lanes = [ln for s, ln in sorted(streams.items(), key=lambda x: x[1].name) if stream_rank.get(s) == rank]
         else:
+            if host is None:
+                role = values(ops["role"])
+                host = (
+                    np.asarray([r is None or r == "op" for r in role], dtype=bool) & ~o_comm & executed(ct),
+                    op_lanes(ct),
+                )
+            o_work, lane_names = host
             mine = o_rank == rank
             comm = union_intervals(o_start[mine & o_comm], o_end[mine & o_comm])
             work = union_intervals(o_start[mine & o_work], o_end[mine & o_work])

@@ -19,6 +19,7 @@ from conftest import process_state
 
 from tracegraph.errors import InputError, UserError
 from tracegraph.ingest import parallel
+from tracegraph.ingest.formats.kineto import events as kineto_events
 from tracegraph.ingest.formats.kineto import read as kineto_read
 from tracegraph.ingest.formats.kineto import trace as kineto
 from tracegraph.ingest.frames import TraceFrames
@@ -85,6 +86,20 @@ def test_streamed_and_whole_reads_make_the_same_trace(path, monkeypatch):
     streamed = kineto.parse(path)
     assert_same_trace(whole, streamed)
     assert len(whole.ops) > 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*sorted((DATA / "kineto").glob("*.json.gz")), *sorted((DATA / "hta").glob("*.json.gz")), DLRM[0]],
+    ids=lambda p: p.name,
+)
+def test_a_file_scanned_in_many_small_pieces_makes_the_same_trace(path, monkeypatch):
+    one_piece = kineto.parse(path)
+    # 4 KB pieces: the tables are reserved from the first piece's rows (at
+    # most 64 times them), then grown again where the file holds more
+    monkeypatch.setattr(kineto_events, "PIECE_BYTES", 4096)
+    assert_same_trace(one_piece, kineto.parse(path))
+    assert len(one_piece.ops) > 0
 
 
 def test_keys_after_the_events_are_read_either_way(tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ from tracegraph.errors import InputError
 from tracegraph.ingest.formats.kineto import read as kineto_read
 from tracegraph.ingest.formats.kineto import scan
 from tracegraph.ingest.formats.kineto.scan import V_CODE, V_INT, V_NONE
+from tracegraph.ingest.source import GZIP_MAGIC
 
 # Bytes decompressed (or read) per piece the scanner sees.
 PIECE_BYTES = 4 << 20
@@ -101,6 +102,20 @@ def _pieces(path: Path) -> Iterator[bytes]:
             yield piece
 
 
+def _text_bytes(path: Path) -> int:
+    """The size of the file's JSON text, as far as it is known before
+    reading it: a gzip file's own record of it (its last 4 bytes: the last
+    member's size modulo 4 GiB), else the file's size. An estimate only."""
+    try:
+        with path.open("rb") as f:
+            if f.read(2) != GZIP_MAGIC:
+                return path.stat().st_size
+            f.seek(-4, 2)
+            return int.from_bytes(f.read(4), "little")
+    except OSError:
+        return 0
+
+
 def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
     """The events by :func:`scan.scan`, or None: read them the old way."""
     cols = scan.Columns()
@@ -108,13 +123,19 @@ def _scan(path: Path, header: dict[str, Any]) -> RankEvents | None:
     pos = -1  # where the list's events start in buf (-1: not found yet)
     index = 0
     tail = b""
+    whole, read, reserved = _text_bytes(path), 0, False
     try:
         pieces = _pieces(path)
         final = False
         while not final:
             piece = next(pieces, None)
             final = piece is None
+            if not reserved and int(cols.n[:5].sum()):
+                reserved = True  # once: the first piece's rows, scaled to the whole text (a margin for skew)
+                if whole > 2 * read:  # at most 64x: a gzip trailer is the file's word, not a fact
+                    cols.reserve(min(1.2 * whole / read, 64.0))
             if piece is not None:
+                read += len(piece)
                 buf = (
                     np.concatenate([buf, np.frombuffer(piece, dtype=np.uint8)])
                     if len(buf)

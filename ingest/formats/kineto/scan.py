@@ -199,6 +199,25 @@ class Columns:
             grown[: len(self.skipped)] = self.skipped
             self.skipped = grown
 
+    def reserve(self, scale: float) -> None:
+        """Grow each table at once to ``scale`` times what it holds (the
+        text read so far is ``1 / scale`` of the whole): growing by
+        doubling alone costs a copy and a zeroing of the whole table per
+        step, a tenth of a 16 MB rank's read."""
+        for name, k in (("ops", 0), ("devs", 1), ("syncs", 2), ("mems", 3), ("flows", 4)):
+            t = getattr(self, name)
+            want = int(self.n[k] * scale) + 16
+            if want > len(t):
+                shape = (want, t.shape[1])
+                del t
+                self.resize(name, shape)
+        ops = int(self.n[0] * scale) + 16
+        if ops + 1 > len(self.attr_offsets):
+            self.resize("attr_offsets", (ops + 1,))
+        attrs = int(self.n[6] * scale) + (1 << 20)
+        if attrs > len(self.attrs):
+            self.resize("attrs", (attrs,))
+
     def resize(self, name: str, shape: tuple[int, ...]) -> None:
         """Table ``name`` grown or cut to ``shape`` rows in place where it
         can be (a realloc: a large table is remapped, not copied, so its
