@@ -442,9 +442,19 @@ def _heaviest(
     n: int, t: F64, src: I64, dst: I64, w: F64, cross: B, inj_node: I64, inj_val: F64
 ) -> tuple[F64, I64, bool]:  # pragma: no cover - compiled
     m = len(src)
-    order = np.argsort(dst, kind="mergesort")
-    order = order[np.argsort(src[order], kind="mergesort")]
+    # edges by (src, dst, index): two stable counting sorts, by dst then by src (O(n + m))
+    by_dst = offsets_of(dst, n)[:-1].copy()
+    rank_dst = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        rank_dst[by_dst[dst[i]]] = i
+        by_dst[dst[i]] += 1
     first = offsets_of(src, n)
+    fill = first[:-1].copy()
+    order = np.empty(m, dtype=np.int64)
+    for j in range(m):
+        e = rank_dst[j]
+        order[fill[src[e]]] = e
+        fill[src[e]] += 1
     indeg = np.zeros(n, dtype=np.int64)
     for i in range(m):
         indeg[dst[i]] += 1
