@@ -363,8 +363,10 @@ def _plain(v: Any, integer: bool) -> Any:
     return plain(v, integer)
 
 
-def blob(header: bytes, columns: list[Cells]) -> bytes:
-    """A blob: ``header``, then row by row each column's cell."""
+def blob(header: bytes, columns: list[Cells]) -> bytes | memoryview:
+    """A blob: ``header``, then row by row each column's cell (a view of
+    the array it is made in: it goes to the spool file as it is, with no
+    copy into a bytes object)."""
     if not columns:
         return header
     data = np.concatenate([c[0] for c in columns]) if len(columns) > 1 else columns[0][0]
@@ -375,7 +377,7 @@ def blob(header: bytes, columns: list[Cells]) -> bytes:
         at += len(c[0])
     offsets = np.stack([c[1] for c in columns])
     head = np.frombuffer(header, dtype=np.uint8)
-    return _interleave(head, read_only(np.ascontiguousarray(data)), bases, offsets).tobytes()
+    return _interleave(head, read_only(np.ascontiguousarray(data)), bases, offsets).data
 
 
 # --- the calls ------------------------------------------------------------------------------------
@@ -431,13 +433,13 @@ class Writer:
         if running is not None:
             running.result()
 
-    def add_nodes(self, data: bytes, count: int) -> None:
+    def add_nodes(self, data: bytes | memoryview, count: int) -> None:
         self._add(data, count, True)
 
-    def add_edges(self, data: bytes, count: int) -> None:
+    def add_edges(self, data: bytes | memoryview, count: int) -> None:
         self._add(data, count, False)
 
-    def _add(self, data: bytes, count: int, node: bool) -> None:
+    def _add(self, data: bytes | memoryview, count: int, node: bool) -> None:
         spool = self.spool
         if spool is not None and spool.size + len(data) > self.call_bytes():
             self.flush()
@@ -445,7 +447,7 @@ class Writer:
         if spool is None:
             spool = self.spool = Spool(tempfile.TemporaryFile(prefix="tracegraph-bulk-"))  # noqa: SIM115 - closed once sent
         spool.file.write(data)
-        spool.blobs.append(Blob(node, count, spool.size, len(data), bytes(data[: _header_length(data)])))
+        spool.blobs.append(Blob(node, count, spool.size, len(data), _header_of(data)))
         spool.size += len(data)
         if spool.size >= CALL_BYTES and (self.running is None or self.running.done()):
             self.flush()  # the server is idle: keep it busy (see the class docstring)
@@ -532,6 +534,17 @@ class Spool:
         return data
 
 
+def _header_of(blob: bytes | memoryview) -> bytes:
+    """A blob's header (see :func:`_header_length`), read from its first
+    bytes: a header is its type and property names, far less than 64 KB."""
+    head = bytes(blob[: 1 << 16])
+    try:
+        return head[: _header_length(head)]
+    except (ValueError, struct.error):  # longer than that after all
+        whole = bytes(blob)
+        return whole[: _header_length(whole)]
+
+
 def _header_length(blob: bytes) -> int:
     """The bytes of a blob's header: its label or type and its property
     names, each NUL-terminated, with the property count between them."""
@@ -569,7 +582,7 @@ def _kinds(columns: list[str], ints: frozenset[str], bools: frozenset[str]) -> l
 
 def node_blobs(
     t: NodeTable, ints: frozenset[str], bools: frozenset[str], constant: dict[str, Any]
-) -> Iterator[tuple[int, bytes]]:
+) -> Iterator[tuple[int, bytes | memoryview]]:
     """The nodes of ``t`` as blobs of at most BLOB_ROWS rows and BLOB_BYTES,
     with their row counts; columns with no value in a blob are left out of it."""
     frame = t.frame
@@ -587,7 +600,7 @@ def _node_part(
     ints: frozenset[str],
     bools: frozenset[str],
     constant: dict[str, Any],
-) -> Iterator[tuple[int, bytes]]:
+) -> Iterator[tuple[int, bytes | memoryview]]:
     kept: list[str] = []
     cols: list[Cells] = []
     for name in names:
@@ -627,7 +640,7 @@ def edge_blobs(
     props: Table | None,
     names: tuple[str, ...],
     ints: frozenset[str],
-) -> Iterator[tuple[int, bytes]]:
+) -> Iterator[tuple[int, bytes | memoryview]]:
     """Relationships ``src[i] -> dst[i]`` (node ids) with ``props`` as blobs."""
     n = len(src)
     for a in range(0, n, BLOB_ROWS):
