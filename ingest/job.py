@@ -70,7 +70,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracegraph import schema
-from tracegraph.columns import I64, Lists, Strings, Table, kernel, take, values
+from tracegraph.columns import I64, Column, Lists, Strings, Table, kernel, take, values
 from tracegraph.db.base import Graph, Link, Load, NodeRefs, NodeTable, PartWriter, TraceTables, checkpoint
 from tracegraph.errors import InputError
 from tracegraph.facts import Fact
@@ -487,9 +487,12 @@ def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: P
     checkpoint("rank-written")
     totals = graph_tables.totals(ct)
     spill = spill_dir / f"graph-{survey.index}.pickle"
-    uids = {"ops": values(take(ops["uid"], g.op_rows)), "kernels": values(take(ct["kernels"]["uid"], g.kernel_rows))}
-    with spill.open("wb") as f:
-        pickle.dump((g, observed_path.labels(x, g), uids), f, protocol=pickle.HIGHEST_PROTOCOL)
+    names = ElementNames(
+        observed_path.resources(x, g), take(ops["uid"], g.op_rows), take(ct["kernels"]["uid"], g.kernel_rows)
+    )
+    with spill.open("wb") as f:  # the graph, then its names: who needs the graph only reads no further
+        pickle.dump(g, f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(names, f, protocol=pickle.HIGHEST_PROTOCOL)
     return RankResult(
         index=survey.index,
         part=index,
@@ -551,7 +554,7 @@ def inject_rank(res: RankResult, x: dict[int, float], spill_dir: Path) -> Inject
     """Round 4 for one rank: the heaviest paths into its nodes with the
     job's weights at its in-ports (the rank's own predecessor keeps a tie)."""
     with res.graph.open("rb") as f:
-        g, _, _ = pickle.load(f)
+        g = pickle.load(f)
     known = [(i, p) for i, p in enumerate(res.ins) if p.collective in x]
     nodes = np.asarray([p.node for _, p in known], dtype=np.int64)
     vals = np.asarray([x[p.collective] + p.weight for _, p in known], dtype=np.float64)
@@ -569,6 +572,26 @@ def inject_rank(res: RankResult, x: dict[int, float], spill_dir: Path) -> Inject
     return Injected(
         res.index, float(best[end]) if len(best) else 0.0, end, float(g.t[end]) if len(best) else 0.0, spill
     )
+
+
+@dataclass(frozen=True)
+class ElementNames:
+    """What a rank's path elements are called, as columns (a rank's graph
+    spill holds them after the graph; strings are made only for the
+    elements on the job's path)."""
+
+    resources: Strings  # per element: its thread, device or stream label
+    op_uids: Column  # per op element (the first ``n_ops`` elements)
+    kernel_uids: Column  # per kernel element
+
+    def of(self, n_ops: int, elems: list[int]) -> tuple[dict[int, str], dict[str, dict[int, str]]]:
+        """The resource of each of ``elems``, and the uids of its ops and kernels by element (kernels: less ``n_ops``)."""
+        at = np.asarray(elems, dtype=np.int64)
+        ops, kernels = at[at < n_ops], at[at >= n_ops] - n_ops
+        return dict(zip(elems, values(take(self.resources, at)))), {
+            "ops": dict(zip(ops.tolist(), values(take(self.op_uids, ops)))),
+            "kernels": dict(zip(kernels.tolist(), values(take(self.kernel_uids, kernels)))),
+        }
 
 
 @dataclass
@@ -604,7 +627,7 @@ def walk(
     while True:
         res = by_index[rank]
         with fetch(res.graph, rank).open("rb") as f:
-            g, _, _ = pickle.load(f)
+            g = pickle.load(f)
         with fetch(inj[rank].spill, rank).open("rb") as f:
             pred, took = pickle.load(f)
         edges, start = hb.walk_back(pred, g.src, node)
@@ -904,13 +927,14 @@ def _write_job(
     for r in results:
         _add_counts(counts, r.counts)
     # the path
-    uids: dict[int, dict[str, list[str]]] = {}
+    uids: dict[int, dict[str, dict[int, str]]] = {}
     graphs: dict[int, Any] = {}
     for rank in sorted({s.rank for s in steps}):
         with by_index[rank].graph.open("rb") as f:
-            g, labels, u = pickle.load(f)
+            g = pickle.load(f)
+            names: ElementNames = pickle.load(f)
+        labels, uids[rank] = names.of(g.n_ops, sorted({s.elem for s in steps if s.rank == rank}))
         graphs[rank] = (g, labels)
-        uids[rank] = u
     for rank, (g, labels) in graphs.items():
         mine = [(k, s) for k, s in enumerate(steps) if s.rank == rank]
         for label, table, lo, hi, rows in (
@@ -1016,7 +1040,10 @@ def _joins(joined: Joined, rank_part: dict[int, int], job_part: int) -> list[Lin
 
 
 def _observed_next(
-    steps: list[Step], graphs: dict[int, Any], uids: dict[int, dict[str, list[str]]], by_index: dict[int, RankResult]
+    steps: list[Step],
+    graphs: dict[int, Any],
+    uids: dict[int, dict[str, dict[int, str]]],
+    by_index: dict[int, RankResult],
 ) -> list[Link]:
     """OBSERVED_NEXT between consecutive path elements (across ranks too); ``step``: the segment it leaves from."""
     groups: dict[tuple[str, str], list[tuple[tuple[int, int, str], tuple[int, int, str], int]]] = {}

@@ -398,6 +398,17 @@ def labels(x: Inputs, g: hb.Graph) -> list[str]:
     return ops + ks
 
 
+def resources(x: Inputs, g: hb.Graph) -> Strings:
+    """:func:`labels` as a column (no Python string per element)."""
+    codes = np.concatenate(
+        [
+            np.asarray(x.op_resource[g.op_rows], dtype=np.int32),
+            np.asarray(x.k_stream[g.kernel_rows], dtype=np.int32) + len(x.resource_names),
+        ]
+    )
+    return Strings(codes, (*x.resource_names, *x.k_labels))
+
+
 PATH_COLUMNS = ("ocp_steps", "ocp_starts_us", "ocp_durs_us", "ocp_kinds", "ocp_counted", "ocp_resource")
 
 
