@@ -142,20 +142,22 @@ def survey_rank(index: int, path: Path, rank: int, multi: bool, spill_dir: Path)
     spill = spill_dir / f"rank-{index}.pickle"
     key_file = spill_dir / f"keys-{index}.npy"
     np.save(key_file, np.ascontiguousarray(keys, dtype=np.int64))
+    with spill.open("wb") as f:
+        pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
+    shell, facts, n_ops = replace(part, tables={}), part.run_facts(), ops.n
     ct = kineto.join([part])  # (times relative to the rank's own first event: enough for its survey)
+    del part, ops, kernels, allocations  # (the join may share their arrays: see kineto.join)
     calls = _raw_calls(ct)
     allocators = _allocator_peaks(ct)
     del ct
-    with spill.open("wb") as f:
-        pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
     return RankSurvey(
         index=index,
-        shell=replace(part, tables={}),
-        facts=part.run_facts(),
+        shell=shell,
+        facts=facts,
         first_ns=min(firsts) if firsts else None,
         spill=spill,
         keys=key_file,
-        n_ops=ops.n,
+        n_ops=n_ops,
         calls=calls,
         allocators=allocators,
     )

@@ -201,7 +201,8 @@ def origin(parts: list[RankPart]) -> int:
 def join(parts: list[RankPart], t0: int | None = None, seq: np.ndarray | None = None) -> ColumnarTrace:
     """One trace: the ranks' rows, times since the job's first event
     (``t0``, default: the parts' first), seq over all ranks (``seq``,
-    default: over the parts')."""
+    default: over the parts'). The trace may share arrays with the parts:
+    they are not to be used after."""
     if t0 is None:
         t0 = origin(parts)
     tables: dict[str, Table] = {}
@@ -253,7 +254,15 @@ def _is_stream_wait(t: Table) -> np.ndarray:
 
 
 def _cat(cols: list[Any]) -> Any:
+    """The columns one after the other; one column is itself (no copy: a
+    part joined alone is its caller's to give, not to keep using)."""
     first = cols[0]
+    if len(cols) == 1 and (
+        isinstance(first, np.ndarray) or (isinstance(first, Strings) and len(set(first.values)) == len(first.values))
+    ):
+        return first
+    if len(cols) == 1 and isinstance(first, Texts):
+        return Texts(first.data[: first.offsets[-1]], first.offsets, first.missing)
     if isinstance(first, np.ndarray):
         return np.concatenate(cols)
     if isinstance(first, Strings):
