@@ -445,6 +445,13 @@ def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: P
         ops["peak_live_bytes"] = enrich.peak_live_of(ct, row, (peak_ns - rp.origin) / 1000.0)
     rows, has_comm = ranks.rank_rows(ct, rp.waits)
     observed_path.clear(ct)
+    # the rank's part (its path is written later, as updates): first, so
+    # that the server has it sooner and its tables are gone before the graph is made
+    tables = graph_tables.trace_tables(ct, {}, rank_part=True)
+    index = load.part(tables)
+    counts = json_counts(tables)
+    del tables
+    checkpoint("rank-written")
     # the graph, with the job's collectives
     x = observed_path.inputs(ct)
     op_e, k_e = observed_path.elements(x)
@@ -483,10 +490,6 @@ def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: P
         for j, p in enumerate(outs):
             d[:, j] = w + hb.backward(g, keep, p.node)[nodes]
         d[:, len(outs)] = w + hb.backward_any(g, keep)[nodes]
-    # the rank's part
-    tables = graph_tables.trace_tables(ct, {}, rank_part=True)
-    index = load.part(tables)
-    checkpoint("rank-written")
     totals = graph_tables.totals(ct)
     spill = spill_dir / f"graph-{survey.index}.pickle"
     names = ElementNames(
@@ -498,7 +501,7 @@ def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: P
     return RankResult(
         index=survey.index,
         part=index,
-        counts=json_counts(tables),
+        counts=counts,
         props=props,
         totals=totals,
         rank_rows=rows,
