@@ -21,13 +21,15 @@ def test_only_clean_read_only_mappings_of_files_under_the_folder_are_chosen(tmp_
     lib.parent.mkdir()
     lib.write_bytes(b"")
 
-    def mapping(lo: int, hi: int, perms: str, path: str, dirty_kb: int = 0) -> str:
+    def mapping(lo: int, hi: int, perms: str, path: str, dirty_kb: int = 0, anon_kb: int = 0, swap_kb: int = 0) -> str:
         return (
             f"{lo:x}-{hi:x} {perms} 00000000 fd:01 42 {path}\n"
             "Size:                 16 kB\n"
             "Rss:                  16 kB\n"
             f"Private_Dirty:        {dirty_kb} kB\n"
             "Shared_Dirty:          0 kB\n"
+            f"Anonymous:            {anon_kb} kB\n"
+            f"Swap:                 {swap_kb} kB\n"
             "VmFlags: rd ex mr mw me\n"
         )
 
@@ -36,6 +38,8 @@ def test_only_clean_read_only_mappings_of_files_under_the_folder_are_chosen(tmp_
         mapping(0x1000, 0x5000, "r--p", str(lib))  # clean read-only data: chosen
         + mapping(0x5000, 0x9000, "r-xp", str(lib))  # code: chosen
         + mapping(0x9000, 0xA000, "r--p", str(lib), dirty_kb=4)  # relocated (dirty): left
+        + mapping(0xD000, 0xE000, "r--p", str(lib), anon_kb=4)  # relocated, swapped back in (clean): left
+        + mapping(0xE000, 0xF000, "r--p", str(lib), swap_kb=4)  # relocated, swapped out: left
         + mapping(0xA000, 0xB000, "rw-p", str(lib))  # writable: left
         + mapping(0xB000, 0xC000, "r-xp", "/usr/lib/libc.so.6")  # another library: left
         + mapping(0xC000, 0xD000, "rw-p", "")  # anonymous: left

@@ -102,6 +102,16 @@ def test_a_file_scanned_in_many_small_pieces_makes_the_same_trace(path, monkeypa
     assert len(one_piece.ops) > 0
 
 
+def test_a_gzip_files_word_on_its_size_is_taken_only_as_far_as_deflate_goes(tmp_path):
+    plain = json.dumps(kb.document(rank=0)).encode()
+    honest = tmp_path / "honest.json.gz"
+    honest.write_bytes(gzip.compress(plain))
+    assert kineto_events._text_bytes(honest) == len(plain)
+    lying = tmp_path / "lying.json.gz"  # its trailer says 4 GB - 1: no 1 KB file inflates to that
+    lying.write_bytes(gzip.compress(plain)[:-4] + (2**32 - 1).to_bytes(4, "little"))
+    assert kineto_events._text_bytes(lying) == 1032 * lying.stat().st_size
+
+
 def test_keys_after_the_events_are_read_either_way(tmp_path, monkeypatch):
     doc = kb.document(rank=3)
     info = doc.pop("distributedInfo")

@@ -53,12 +53,20 @@ def release_after_each_load() -> None:
 def _listen() -> None:
     from numba.core import event
 
+    held = threading.local()  # this thread's depth in the (re-entrant) lock
+
     class _Released(event.Listener):
+        """Numba announces every nested taking of its lock (a load takes it
+        hundreds of times): release only when the outermost one ends, not
+        in the middle of a load that is still running LLVM's code."""
+
         def on_start(self, event: event.Event) -> None:
-            pass
+            held.depth = getattr(held, "depth", 0) + 1
 
         def on_end(self, event: event.Event) -> None:
-            release()
+            held.depth = getattr(held, "depth", 1) - 1
+            if held.depth <= 0:
+                release()
 
     event.register("numba:compiler_lock", _Released())  # type: ignore[no-untyped-call]
 
@@ -90,9 +98,13 @@ def _clean_ranges() -> tuple[tuple[int, int], ...]:
 
 def clean_mappings(under: Path, smaps: str = "/proc/self/smaps") -> list[tuple[int, int]]:
     """The (start, length) of the file mappings of files under ``under``
-    that are not writable and have no dirty page."""
+    that are not writable and hold nothing but the file's bytes: no dirty
+    page, no anonymous (copied-on-write) page, none swapped out (a
+    relocated page, once swapped back in, can look clean). Such a mapping
+    stays so: without write permission nothing copies its pages again
+    (short of a debugger's breakpoints)."""
     prefix = str(under.resolve()) + "/"
-    found: list[list[int]] = []  # start, length, dirty pages (kB)
+    found: list[list[int]] = []  # start, length, kB not the file's own (dirty, anonymous, swapped)
     current: list[int] | None = None
     try:
         with open(smaps, encoding="utf-8", errors="replace") as f:
@@ -105,8 +117,10 @@ def clean_mappings(under: Path, smaps: str = "/proc/self/smaps") -> list[tuple[i
                         lo, hi = (int(x, 16) for x in head[0].split("-"))
                         current = [lo, hi - lo, 0]
                         found.append(current)
-                elif current is not None and line.startswith(("Private_Dirty:", "Shared_Dirty:")):
+                elif current is not None and line.startswith(
+                    ("Private_Dirty:", "Shared_Dirty:", "Anonymous:", "Swap:")
+                ):
                     current[2] += int(line.split()[1])
     except OSError:
         return []
-    return [(lo, n) for lo, n, dirty in found if dirty == 0 and lo % mmap.PAGESIZE == 0]
+    return [(lo, n) for lo, n, other in found if other == 0 and lo % mmap.PAGESIZE == 0]

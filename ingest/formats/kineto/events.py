@@ -33,6 +33,8 @@ from tracegraph.ingest.source import GZIP_MAGIC
 
 # Bytes decompressed (or read) per piece the scanner sees.
 PIECE_BYTES = 4 << 20
+# The most a deflate stream inflates: 258 bytes from each 2 bits, about 1032 to 1.
+_MAX_DEFLATE_RATIO = 1032
 
 
 @dataclass
@@ -105,13 +107,16 @@ def _pieces(path: Path) -> Iterator[bytes]:
 def _text_bytes(path: Path) -> int:
     """The size of the file's JSON text, as far as it is known before
     reading it: a gzip file's own record of it (its last 4 bytes: the last
-    member's size modulo 4 GiB), else the file's size. An estimate only."""
+    member's size modulo 4 GiB), else the file's size. An estimate only,
+    and the file's word: at most what deflate can inflate the file to
+    (1032 to 1) and the format's limit."""
     try:
         with path.open("rb") as f:
             if f.read(2) != GZIP_MAGIC:
                 return path.stat().st_size
             f.seek(-4, 2)
-            return int.from_bytes(f.read(4), "little")
+            said = int.from_bytes(f.read(4), "little")
+            return min(said, _MAX_DEFLATE_RATIO * path.stat().st_size, kineto_read.MAX_JSON_BYTES)
     except OSError:
         return 0
 
