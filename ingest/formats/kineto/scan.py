@@ -203,20 +203,22 @@ class Columns:
         """Grow each table at once to ``scale`` times what it holds (the
         text read so far is ``1 / scale`` of the whole): growing by
         doubling alone costs a copy and a zeroing of the whole table per
-        step, a tenth of a 16 MB rank's read."""
+        step, a tenth of a 16 MB rank's read. The grown tables are fresh
+        zeroed memory (the system's zero pages until written), so room
+        the rest of the file does not use (its events are not like the
+        first piece's) costs no memory."""
+        n = self.n.tolist()
         for name, k in (("ops", 0), ("devs", 1), ("syncs", 2), ("mems", 3), ("flows", 4)):
-            t = getattr(self, name)
-            want = int(self.n[k] * scale) + 16
-            if want > len(t):
-                shape = (want, t.shape[1])
-                del t
-                self.resize(name, shape)
-        ops = int(self.n[0] * scale) + 16
-        if ops + 1 > len(self.attr_offsets):
-            self.resize("attr_offsets", (ops + 1,))
-        attrs = int(self.n[6] * scale) + (1 << 20)
-        if attrs > len(self.attrs):
-            self.resize("attrs", (attrs,))
+            self._regrown(name, int(n[k] * scale) + 16, n[k])
+        self._regrown("attr_offsets", int(n[0] * scale) + 17, n[0] + 1)
+        self._regrown("attrs", int(n[6] * scale) + (1 << 20), n[6])
+
+    def _regrown(self, name: str, rows: int, used: int) -> None:
+        old = getattr(self, name)
+        if rows > len(old):
+            grown = np.zeros((rows, *old.shape[1:]), dtype=old.dtype)
+            grown[:used] = old[:used]
+            setattr(self, name, grown)
 
     def resize(self, name: str, shape: tuple[int, ...]) -> None:
         """Table ``name`` grown or cut to ``shape`` rows in place where it
