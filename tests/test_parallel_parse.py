@@ -30,6 +30,8 @@ DATA = Path(__file__).parent / "data"
 DLRM = sorted((DATA / "nccl_dlrm").glob("*.pt.trace.json.gz"))
 GLOO = sorted((DATA / "pytorch_dist").glob("straggler.rank*.json.gz"))
 TABLES = ("ops", "kernels", "allocations", "syncs", "devices", "streams", "allocators")
+# Single Kineto files of every kind at hand (CPU only, GPU, AMD, one DLRM rank).
+KINETO_FILES = [*sorted((DATA / "kineto").glob("*.json.gz")), *sorted((DATA / "hta").glob("*.json.gz")), DLRM[0]]
 
 
 def assert_same_trace(a: TraceFrames, b: TraceFrames) -> None:
@@ -77,11 +79,7 @@ def test_a_rank_named_after_the_events_is_numbered_as_in_one_process(tmp_path):
     assert json.loads(together.meta["distributed_infos"])["0"]["rank"] == 0
 
 
-@pytest.mark.parametrize(
-    "path",
-    [*sorted((DATA / "kineto").glob("*.json.gz")), *sorted((DATA / "hta").glob("*.json.gz")), DLRM[0]],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", KINETO_FILES, ids=lambda p: p.name)
 def test_streamed_and_whole_reads_make_the_same_trace(path, monkeypatch):
     whole = kineto.parse(path)
     monkeypatch.setattr(kineto_read, "IN_MEMORY_JSON_BYTES", 0)  # every file streamed
@@ -90,11 +88,7 @@ def test_streamed_and_whole_reads_make_the_same_trace(path, monkeypatch):
     assert len(whole.ops) > 0
 
 
-@pytest.mark.parametrize(
-    "path",
-    [*sorted((DATA / "kineto").glob("*.json.gz")), *sorted((DATA / "hta").glob("*.json.gz")), DLRM[0]],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", KINETO_FILES, ids=lambda p: p.name)
 def test_a_file_scanned_in_many_small_pieces_makes_the_same_trace(path, monkeypatch):
     one_piece = kineto.parse(path)
     # 4 KB pieces: the tables are reserved from the first piece's rows (at
