@@ -14,8 +14,9 @@ kernel load: they are clean, file-backed pages, so they stay in the
 system's file cache and the next load faults back the few it needs from
 memory, not disk (about 1 ms a load). Only mappings that cannot hold
 anything but the file's own bytes are touched: not writable, and no
-page dirtied (a library's relocated read-only data is dirty and is left
-alone). Elsewhere than Linux nothing is done.
+page dirtied, copied or swapped out (a library's relocated read-only
+data is such a copy and is left alone; see :func:`clean_mappings`).
+Elsewhere than Linux nothing is done.
 """
 
 from __future__ import annotations
