@@ -56,6 +56,7 @@ import json
 import os
 import pickle
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -792,6 +793,50 @@ class PreparedJob:
         self._cleanup()
 
 
+def _spill_prefix(pid: int) -> str:
+    """A job's spill directory is named for its host and process, so that a
+    later job can tell one left by a process that died (killed, out of
+    memory: no ``finally`` ran) from one still in use."""
+    return f"{_host_prefix()}{pid}-"
+
+
+def _host_prefix() -> str:
+    return f"tracegraph-job-{socket.gethostname()}-"
+
+
+def sweep_dead_spills(scratch: Path) -> list[Path]:
+    """Remove the spill directories in ``scratch`` left by processes of this
+    host that are gone (a 64-rank job's are a gigabyte); those of live
+    processes, of other hosts (a scratch the cluster shares) and of older
+    names are kept. Returns the ones removed."""
+    host = _host_prefix()
+    removed: list[Path] = []
+    try:
+        entries = list(scratch.iterdir())
+    except OSError:
+        return removed
+    for d in entries:
+        # HOST-PID-SUFFIX exactly (mkdtemp's suffix has no "-": another host
+        # whose name begins with this one's is not read as a pid)
+        pid, _, suffix = d.name[len(host) :].partition("-")
+        if not d.name.startswith(host) or not pid.isdigit() or not suffix or "-" in suffix:
+            continue
+        if not _alive(int(pid)) and d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
 def _remove_spills(ranks: Ranks, placed: Placed, spill_dir: Path) -> None:
     try:
         ranks.discard(placed)
@@ -810,7 +855,8 @@ def prepare_job(
     report = progress or (lambda phase, done, total: None)
     paths = [Path(p) for p in paths]
     ranks = ranks or Threads()
-    spill_dir = Path(tempfile.mkdtemp(prefix="tracegraph-job-", dir=ranks.scratch))
+    sweep_dead_spills(Path(ranks.scratch or tempfile.gettempdir()))
+    spill_dir = Path(tempfile.mkdtemp(prefix=_spill_prefix(os.getpid()), dir=ranks.scratch))
     placed = None
     t0 = time.perf_counter()
     try:

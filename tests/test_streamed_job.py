@@ -11,7 +11,12 @@ two ranks leaves the name showing the old version or nothing.
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +25,7 @@ from conftest import everything, run_cli
 from test_store import fail_after, leftovers
 
 from tracegraph.ingest import pipeline
+from tracegraph.ingest.job import sweep_dead_spills
 from tracegraph.ingest.pipeline import STREAM_ENV, ingest
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -121,8 +127,42 @@ def test_killed_between_two_ranks_leaves_the_old_version_or_nothing(graph, db_ur
     assert _ranks_and_path(graph, name) == old
     assert (graph.trace_facts(name) is not None) == replace
     ingest(graph, JOBS["straggler"], name, replace=True)
+    # the killed process's spills (its ranks' tables) went with that next job
+    assert _dead_spills(Path(tempfile.gettempdir())) == []
     deadline = time.monotonic() + 60  # the server notices the dead connection; loose for a busy machine
     while leftovers(graph, name) and time.monotonic() < deadline:
         graph.sweep()
         time.sleep(0.1)
     assert leftovers(graph, name) == []
+
+
+def _dead_spills(scratch: Path) -> list[str]:
+    host = f"tracegraph-job-{socket.gethostname()}-"
+    out = []
+    for d in scratch.glob(host + "*"):
+        pid = d.name[len(host) :].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            out.append(d.name)
+    return out
+
+
+def test_a_job_sweeps_the_spills_of_dead_processes_of_this_host_only(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(done.stdout)  # a process that has exited
+    host = socket.gethostname()
+    names = {
+        "dead": f"tracegraph-job-{host}-{dead}-ab12cd34",
+        "alive": f"tracegraph-job-{host}-{os.getpid()}-ef56gh78",
+        "other host": f"tracegraph-job-elsewhere-{dead}-ab12cd34",
+        "a longer host name": f"tracegraph-job-{host}-2-{dead}-ab12cd34",
+        "the old name": "tracegraph-job-ab12cd34",
+    }
+    for n in names.values():
+        (tmp_path / n).mkdir()
+        (tmp_path / n / "rank-0.pickle").write_bytes(b"spilled")
+    (tmp_path / f"tracegraph-job-{host}-{dead}-notadir").write_text("a file")
+    removed = sweep_dead_spills(tmp_path)
+    assert [p.name for p in removed] == [names["dead"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*(n for k, n in names.items() if k != "dead"), f"tracegraph-job-{host}-{dead}-notadir"]
+    )
