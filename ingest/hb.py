@@ -148,6 +148,22 @@ def offsets_of(keys: I64, n: int) -> I64:  # pragma: no cover - compiled
 
 
 @kernel
+def stably_by(keys: I64, n: int, rows: I64) -> I64:  # pragma: no cover - compiled
+    """``rows`` ordered by ``keys[row]`` (0 <= key < n), rows of one key
+    in their given order: a counting sort, O(n + rows)."""
+    fill = np.zeros(n + 1, dtype=np.int64)
+    for r in rows:
+        fill[keys[r] + 1] += 1
+    for v in range(n):
+        fill[v + 1] += fill[v]
+    out = np.empty(len(rows), dtype=np.int64)
+    for r in rows:
+        out[fill[keys[r]]] = r
+        fill[keys[r]] += 1
+    return out
+
+
+@kernel
 def _add(edges: Edges, m: int, a: int, b: int, weight: float, k: int, e: int) -> int:  # pragma: no cover - compiled
     """Edge ``m``: a -> b of ``weight``, kind ``k``, element ``e``; the next free index."""
     src, dst, w, kind, elem = edges
@@ -442,19 +458,8 @@ def _heaviest(
     n: int, t: F64, src: I64, dst: I64, w: F64, cross: B, inj_node: I64, inj_val: F64
 ) -> tuple[F64, I64, bool]:  # pragma: no cover - compiled
     m = len(src)
-    # edges by (src, dst, index): two stable counting sorts, by dst then by src (O(n + m))
-    by_dst = offsets_of(dst, n)[:-1].copy()
-    rank_dst = np.empty(m, dtype=np.int64)
-    for i in range(m):
-        rank_dst[by_dst[dst[i]]] = i
-        by_dst[dst[i]] += 1
+    order = stably_by(src, n, stably_by(dst, n, np.arange(m)))  # edges by (src, dst, index)
     first = offsets_of(src, n)
-    fill = first[:-1].copy()
-    order = np.empty(m, dtype=np.int64)
-    for j in range(m):
-        e = rank_dst[j]
-        order[fill[src[e]]] = e
-        fill[src[e]] += 1
     indeg = np.zeros(n, dtype=np.int64)
     for i in range(m):
         indeg[dst[i]] += 1
@@ -514,17 +519,10 @@ def backward_any(g: Graph, keep: B) -> F64:
 def _backward(n: int, t: F64, src: I64, dst: I64, w: F64, target: int) -> F64:  # pragma: no cover - compiled
     m = len(src)
     outdeg = np.zeros(n, dtype=np.int64)
-    first = np.zeros(n + 1, dtype=np.int64)  # in-edges by dst
     for i in range(m):
         outdeg[src[i]] += 1
-        first[dst[i] + 1] += 1
-    for v in range(n):
-        first[v + 1] += first[v]
-    fill = first[:-1].copy()
-    ins = np.empty(m, dtype=np.int64)
-    for i in range(m):
-        ins[fill[dst[i]]] = i
-        fill[dst[i]] += 1
+    first = offsets_of(dst, n)  # in-edges by dst
+    ins = stably_by(dst, n, np.arange(m))
     back = np.full(n, -np.inf)
     if target < 0:
         back[:] = 0.0

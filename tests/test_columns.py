@@ -7,6 +7,7 @@ import pytest
 
 from tracegraph.columns import distinct, first_rows
 from tracegraph.db import falkor_bulk
+from tracegraph.ingest.hb import stably_by
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,16 @@ def test_a_blob_is_its_header_then_each_rows_cells_in_column_order():
             bytes(data[offsets[i] : offsets[i + 1]]) for i in range(rows) for data, offsets in cells
         )
         assert got == ref
+
+
+def test_stably_by_is_a_stable_sort_and_two_make_lexsorts_order():
+    rng = np.random.default_rng(11)
+    for n, m in [(1, 0), (1, 5), (7, 40), (300, 5000)]:
+        src, dst = rng.integers(0, n, size=m), rng.integers(0, n, size=m)
+        rows = np.arange(m)
+        assert stably_by(dst, n, rows).tolist() == np.argsort(dst, kind="stable").tolist()
+        # by src, then dst, then row: what the heaviest-path kernel walks edges in
+        assert stably_by(src, n, stably_by(dst, n, rows)).tolist() == np.lexsort((rows, dst, src)).tolist()
+    # a subset of rows, in the order given among equal keys
+    keys = np.array([2, 0, 2, 1, 0])
+    assert stably_by(keys, 3, np.array([4, 2, 0, 1])).tolist() == [4, 1, 2, 0]
