@@ -32,14 +32,17 @@ def is_time(name: str) -> bool:
     return name.endswith("_us")
 
 
+# Values every conversion here passes on as they are, known by their exact type.
+_AS_IS = frozenset({str, int, bool, type(None)})
+
+
 def readable(value: Any, time: bool = False) -> Any:
     """``value`` with every float rounded for reading: a time (``time``) to
     :data:`TIME_DECIMALS` decimals, any other to :data:`SIGNIFICANT_DIGITS`
     significant digits, so ``8782.11799999999`` reads ``8782.118`` in a
     table, CSV, JSON and a DataFrame alike. Lists keep their owner's kind;
     a dict's entries (a node's properties) take their own key's."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:  # (the most cells: no test below applies)
+    if type(value) in _AS_IS:  # (the most cells: no test below applies)
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -153,8 +156,7 @@ def jsonable(v: object) -> object:
     """Plain JSON values: NaN/inf as null, dataclasses as objects, dates as
     ISO text, numpy scalars as Python numbers, anything else unknown as its
     text."""
-    kind = type(v)  # (the most values first, by their exact type: a row of 400k cells costs a test each)
-    if kind is str or kind is int or kind is bool or v is None:
+    if type(v) in _AS_IS:  # (the most values first, by their exact type: a row of 400k cells costs a test each)
         return v
     if type(v) is float:
         return v if math.isfinite(v) else None

@@ -329,10 +329,8 @@ def cells(column: Column, integer: bool, boolean: bool = False) -> Cells:
         kind = vals.dtype.kind
         if kind == "O":
             return _object_cells(column.tolist())
-        no_text, no_off = (
-            read_only(np.zeros(0, dtype=np.uint8)),
-            np.zeros(1, dtype=np.int64),
-        )  # (one compilation: see read_only)
+        no_text = read_only(np.zeros(0, dtype=np.uint8))  # (as the strings' text is: one compilation)
+        no_off = np.zeros(1, dtype=np.int64)
         if kind in "iu":
             return _list_cells(
                 column.offsets, column.present_rows, none_f, vals.astype(np.int64), _AS_INT, none_i, no_text, no_off
