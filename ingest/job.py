@@ -264,7 +264,7 @@ def plan(surveys: list[RankSurvey], fetch: Fetch = lambda path, index: path) -> 
     check_one_run([s.facts for s in surveys])
     firsts = [s.first_ns for s in surveys if s.first_ns is not None]
     t0 = min(firsts) if firsts else 0
-    seqs = _job_order([np.load(fetch(s.keys, s.index)) for s in surveys])
+    seqs = _job_order([fetch(s.keys, s.index) for s in surveys])
     multi = len(surveys) > 1
     calls = RankCalls(set())
     for s in surveys:
@@ -323,19 +323,30 @@ def _top(surveys: list[RankSurvey]) -> tuple[int, int, int, int] | None:
     return None if best is None else (best[1], best[2], best[3], best[4])
 
 
-def _job_order(keys: list[I64]) -> list[I64]:
+def _job_order(key_files: list[Path]) -> list[I64]:
     """Each rank's ops' places in the job's order (by start, longer first,
     then file order: rank files in order, events in file order), by row:
-    a merge of the ranks' sorted keys (16 bytes an op)."""
-    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum([len(k) for k in keys], out=offsets[1:])
-    both = np.concatenate(keys) if keys else np.zeros((0, 3), dtype=np.int64)
-    keys.clear()  # (the caller's list: held only once)
-    place = _merge(np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1]), offsets)
+    a merge of the ranks' sorted keys (``key_files``: each rank's, as
+    :func:`survey_rank` saved them). The keys are read one rank at a time,
+    the two columns the merge compares into one array each: the job holds
+    24 bytes an op at most (those and the places), where holding every
+    rank's keys and their copies took 56, the 64-rank job's peak."""
+    lengths = [np.load(f, mmap_mode="r").shape[0] for f in key_files]  # (the headers only)
+    offsets = np.zeros(len(key_files) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    start = np.empty(offsets[-1], dtype=np.int64)
+    neg_end = np.empty(offsets[-1], dtype=np.int64)
+    for i, f in enumerate(key_files):
+        keys = np.load(f)
+        start[offsets[i] : offsets[i + 1]] = keys[:, 0]
+        neg_end[offsets[i] : offsets[i + 1]] = keys[:, 1]
+    place = _merge(start, neg_end, offsets)
+    del start, neg_end
     out = []
-    for i in range(len(offsets) - 1):
-        seq = np.empty(offsets[i + 1] - offsets[i], dtype=np.int64)
-        seq[both[offsets[i] : offsets[i + 1], 2]] = place[offsets[i] : offsets[i + 1]]
+    for i, f in enumerate(key_files):
+        rows = np.load(f)[:, 2]
+        seq = np.empty(len(rows), dtype=np.int64)
+        seq[rows] = place[offsets[i] : offsets[i + 1]]
         out.append(seq)
     return out
 
@@ -699,11 +710,14 @@ class Ranks(Protocol):
         calls: list[tuple[Any, ...]],
         done: Callable[[int], None],
         homes: list[str] | None = None,
+        at_once: int | None = None,
     ) -> list[T]:
         """``fn(*call)`` of every call, in order; ``done(k)`` (in this
         process) as call ``k`` ends; ``homes``: where each call must run
-        (from :attr:`Placed.homes`). On a failure it raises only once no
-        call is running any more (a load is aborted after it)."""
+        (from :attr:`Placed.homes`); ``at_once``: the most calls this
+        process runs at the same time (None: as many as it has cores). On
+        a failure it raises only once no call is running any more (a load
+        is aborted after it)."""
         ...
 
     def fetch(self, placed: Placed, path: Path, index: int) -> Path:
@@ -737,13 +751,15 @@ class Threads:
         calls: list[tuple[Any, ...]],
         done: Callable[[int], None],
         homes: list[str] | None = None,
+        at_once: int | None = None,
     ) -> list[T]:
         def one(k: int) -> T:
             out = fn(*calls[k])
             done(k)
             return out
 
-        with ThreadPoolExecutor(threads_for(len(calls)), thread_name_prefix="tracegraph-rank") as pool:
+        threads = min(threads_for(len(calls)), at_once or len(calls))
+        with ThreadPoolExecutor(threads, thread_name_prefix="tracegraph-rank") as pool:
             return _each(pool, one, list(range(len(calls))))
 
     def fetch(self, placed: Placed, path: Path, index: int) -> Path:
@@ -922,7 +938,9 @@ def store_job(
             where = job.placed
             writers = job.ranks.writers(load, len(job.surveys))
             work = [(s, rp, w, where.spill_dir) for s, rp, w in zip(job.surveys, job.plan.ranks, writers)]
-            results: list[RankResult] = job.ranks.map(write_rank, work, lambda k: done(None), where.homes)
+            results: list[RankResult] = job.ranks.map(
+                write_rank, work, lambda k: done(None), where.homes, load.parts_at_once
+            )
             timings["write_s"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             x = arrivals(results, job.plan.joined)

@@ -72,6 +72,40 @@ def test_streamed_job_stores_what_the_whole_job_stores(graph, monkeypatch, job):
     assert {t for t, *_ in rels} >= {"JOINS", "OBSERVED_NEXT"}
 
 
+def test_a_job_writes_as_many_ranks_at_once_as_its_engine_takes(graph, monkeypatch):
+    """FalkorDB takes a load's parts one at a time (a second rank beside
+    the first would only wait, holding its tables): one rank written at a
+    time. Neo4j takes them at once: two threads, two ranks in flight (a
+    barrier the first two must meet at, or it breaks)."""
+    import threading
+
+    from tracegraph.ingest import job
+
+    monkeypatch.setenv("TRACEGRAPH_PARSE_WORKERS", "2")
+    lock, running, most, calls = threading.Lock(), [0], [0], [0]
+    meet = threading.Barrier(2, timeout=60)
+    write_rank = job.write_rank
+
+    def watched(*args):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            calls[0] += 1
+            first_two = calls[0] <= 2
+        try:
+            if graph.backend == "neo4j" and first_two:
+                meet.wait()
+            return write_rank(*args)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(job, "write_rank", watched)
+    ingest(graph, JOBS["nccl_dlrm"], "at-once")
+    assert calls[0] == len(JOBS["nccl_dlrm"])
+    assert most[0] == (2 if graph.backend == "neo4j" else 1)
+
+
 def _ranks_and_path(graph, name: str):
     if graph.trace_facts(name) is None:
         return None
@@ -166,3 +200,29 @@ def test_a_job_sweeps_the_spills_of_dead_processes_of_this_host_only(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [*(n for k, n in names.items() if k != "dead"), f"tracegraph-job-{host}-{dead}-notadir"]
     )
+
+
+def test_the_job_order_merges_the_ranks_keys_as_one_sort_would(tmp_path):
+    """Every op's place in the job: by start, the longer first, then rank
+    file, then row; checked against a plain sort of all the ranks' ops,
+    with ties across and within ranks and a rank of no ops."""
+    import numpy as np
+
+    from tracegraph.ingest.job import _job_order
+
+    rng = np.random.default_rng(7)
+    files, ops = [], []
+    for rank, n in enumerate([40, 0, 25, 60]):
+        start = rng.integers(0, 12, n)
+        end = start + rng.integers(0, 4, n)
+        order = np.lexsort((np.arange(n), -end, start))  # as survey_rank saves them
+        keys = np.stack([start[order], -end[order], order], axis=1) if n else np.zeros((0, 3), dtype=np.int64)
+        f = tmp_path / f"keys-{rank}.npy"
+        np.save(f, keys.astype(np.int64))
+        files.append(f)
+        ops += [(int(start[r]), -int(end[r]), rank, r) for r in range(n)]
+    place = {op[2:]: k for k, op in enumerate(sorted(ops))}
+    seqs = _job_order(files)
+    assert [len(s) for s in seqs] == [40, 0, 25, 60]
+    for rank, seq in enumerate(seqs):
+        assert seq.tolist() == [place[(rank, r)] for r in range(len(seq))]

@@ -217,7 +217,14 @@ class Load(PartWriter, Protocol):
 
     Readers see nothing of it (or the old version of its name) until
     :meth:`finish` publishes it; :meth:`abort` (or the death of the
-    writing process) leaves nothing behind."""
+    writing process) leaves nothing behind.
+
+    ``parts_at_once``: how many parts are worth writing at the same time
+    from one process (None: as many as it has threads for). A load whose
+    parts go one at a time says 1: a second rank written beside the first
+    would only hold its tables in memory while it waits."""
+
+    parts_at_once: int | None
 
     def share(self, count: int) -> list[PartWriter]:
         """Writers of the next ``count`` parts, each picklable, that other

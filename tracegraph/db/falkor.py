@@ -470,7 +470,15 @@ class FalkorLoad:
     under a lease, published by :meth:`finish` (see
     :meth:`FalkorGraph.begin_trace`). Parts are written one at a time (a
     lock): the server numbers nodes in the order they arrive, and a part's
-    relationships name its nodes by those numbers."""
+    relationships name its nodes by those numbers.
+
+    A job's ranks are written one at a time too (``parts_at_once``): the
+    server inserts on one thread, and one rank's write in the client keeps
+    it busy. A second rank written beside the first made an 8-rank job no
+    faster and held a second rank's tables at the client's peak, 23 MB
+    more (bench/RESULTS.md)."""
+
+    parts_at_once: int | None = 1
 
     def __init__(
         self, graph: FalkorGraph, name: str, key: str, lease: redis.Redis, replace: bool, cypher: bool

@@ -306,7 +306,11 @@ class Publisher:
 
 
 class Neo4jLoad:
-    """A trace being written in parts under its load name (see :meth:`Publisher.begin_trace`)."""
+    """A trace being written in parts under its load name (see
+    :meth:`Publisher.begin_trace`); parts go in transactions of their own,
+    several at once (the server writes them on threads of its own)."""
+
+    parts_at_once: int | None = None
 
     def __init__(self, publisher: Publisher, name: str, target: str, lease_id: str, lease: _Lease) -> None:
         self.publisher = publisher
