@@ -24,7 +24,8 @@ values (a cluster can run them where the file is):
    happens-before graph for the job's path: for each of its calls that a
    collective's last arrival feeds (an *in-port*) and each call of its that
    came last (an *out-port*), the heaviest path between them inside the
-   rank, and from each in-port to anywhere.
+   rank, and from each in-port to anywhere. As many ranks are written at
+   once as the load takes parts (``Load.parts_at_once``): one on FalkorDB.
 4. The job's observed critical path from those summaries (max-plus:
    a collective's last arrival's weight is the best over its rank's own
    start and the in-ports before it), then (:func:`inject_rank`) each rank
