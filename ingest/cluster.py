@@ -196,9 +196,10 @@ class Cluster:
         """``fn(*call)`` of every call as a task (call ``k`` on ``homes[k]``
         when given); ``done(k)`` as task ``k`` ends. On a failure: the rest
         stopped, waited for, then one line. ``at_once`` bounds a process's
-        threads, not the cluster's workers: each task runs in a worker of
-        its own choosing, writing through a connection of its own (a load
-        that takes one part at a time cannot be shared with a cluster)."""
+        threads, not the cluster's tasks: each runs on a worker (the one
+        holding its file, when placed), writing through a connection of its
+        own (a load that takes one part at a time is not shared with a
+        cluster)."""
         from distributed import Event, wait
 
         run = uuid.uuid4().hex

@@ -330,8 +330,10 @@ def _job_order(key_files: list[Path]) -> list[I64]:
     a merge of the ranks' sorted keys (``key_files``: each rank's, as
     :func:`survey_rank` saved them). The keys are read one rank at a time,
     the two columns the merge compares into one array each: the job holds
-    24 bytes an op at most (those and the places), where holding every
-    rank's keys and their copies took 56, the 64-rank job's peak."""
+    24 bytes an op (those and the places) and one rank's keys, where
+    holding every rank's keys and their copies took 48, the 64-rank job's
+    peak. (Not memory-mapped: a mapped file's pages count in the process's
+    resident size for as long as they stay mapped.)"""
     lengths = [np.load(f, mmap_mode="r").shape[0] for f in key_files]  # (the headers only)
     offsets = np.zeros(len(key_files) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -341,6 +343,7 @@ def _job_order(key_files: list[Path]) -> list[I64]:
         keys = np.load(f)
         start[offsets[i] : offsets[i + 1]] = keys[:, 0]
         neg_end[offsets[i] : offsets[i + 1]] = keys[:, 1]
+        del keys  # (not held through the merge)
     place = _merge(start, neg_end, offsets)
     del start, neg_end
     out = []
@@ -759,7 +762,7 @@ class Threads:
             done(k)
             return out
 
-        threads = min(threads_for(len(calls)), at_once or len(calls))
+        threads = threads_for(len(calls)) if at_once is None else max(1, min(threads_for(len(calls)), at_once))
         with ThreadPoolExecutor(threads, thread_name_prefix="tracegraph-rank") as pool:
             return _each(pool, one, list(range(len(calls))))
 

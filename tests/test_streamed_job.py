@@ -83,7 +83,7 @@ def test_a_job_writes_as_many_ranks_at_once_as_its_engine_takes(graph, monkeypat
 
     monkeypatch.setenv("TRACEGRAPH_PARSE_WORKERS", "2")
     lock, running, most, calls = threading.Lock(), [0], [0], [0]
-    meet = threading.Barrier(2, timeout=60)
+    meet = threading.Barrier(2, timeout=30)
     write_rank = job.write_rank
 
     def watched(*args):

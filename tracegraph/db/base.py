@@ -220,9 +220,9 @@ class Load(PartWriter, Protocol):
     writing process) leaves nothing behind.
 
     ``parts_at_once``: how many parts are worth writing at the same time
-    from one process (None: as many as it has threads for). A load whose
-    parts go one at a time says 1: a second rank written beside the first
-    would only hold its tables in memory while it waits."""
+    from one process (None: as many as it has threads for). A load that
+    takes its parts one at a time may say 1: a second rank written beside
+    the first then spends its write waiting, its tables held."""
 
     parts_at_once: int | None
 

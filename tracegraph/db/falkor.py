@@ -474,9 +474,11 @@ class FalkorLoad:
 
     A job's ranks are written one at a time too (``parts_at_once``): the
     server inserts on one thread, and one rank's write in the client keeps
-    it busy. A second rank written beside the first made an 8-rank job no
-    faster and held a second rank's tables at the client's peak, 23 MB
-    more (bench/RESULTS.md)."""
+    it busy. On 2 cores shared with the server, a second rank written
+    beside the first made 8- and 64-rank jobs no faster and held a second
+    rank's tables at the client's peak, 23-30 MB more (bench/RESULTS.md).
+    With more cores, its work outside the lock (join, enrichment, graph)
+    could overlap the first rank's: not measured yet."""
 
     parts_at_once: int | None = 1
 
