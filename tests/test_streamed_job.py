@@ -74,8 +74,8 @@ def test_streamed_job_stores_what_the_whole_job_stores(graph, monkeypatch, job):
 
 def test_a_job_writes_as_many_ranks_at_once_as_its_engine_takes(graph, monkeypatch):
     """FalkorDB takes a load's parts one at a time (a second rank beside
-    the first would only wait, holding its tables): one rank written at a
-    time. Neo4j takes them at once: two threads, two ranks in flight (a
+    the first would mostly wait, holding its tables): one rank written at
+    a time. Neo4j takes them at once: two threads, two ranks in flight (a
     barrier the first two must meet at, or it breaks)."""
     import threading
 
