@@ -315,7 +315,7 @@ def whole(
     seg = segments(g, path)
     if not len(seg.elem):
         return empty
-    store(ct, g, seg, labels(x, g))
+    store(ct, g, seg, resources(x, g).tolist())
     nxt = observed_next(g, seg)
     ct.tables["observed_next"] = nxt
     return {
@@ -390,23 +390,14 @@ def _collective_edges(g: hb.Graph, x: Inputs, colls: list[tuple[int, list[int]]]
     )
 
 
-def labels(x: Inputs, g: hb.Graph) -> list[str]:
-    """Each element's resource: its op's thread or device, its kernel's stream label."""
-    names = x.resource_names
-    ops = [names[r] for r in x.op_resource[g.op_rows].tolist()]
-    ks = [x.k_labels[s] for s in x.k_stream[g.kernel_rows].tolist()]
-    return ops + ks
-
-
 def resources(x: Inputs, g: hb.Graph) -> Strings:
-    """:func:`labels` as a column (no Python string per element)."""
+    """Each element's resource: its op's thread or device, its kernel's
+    stream label (none for a kernel without a stream)."""
+    ks = np.asarray(x.k_stream[g.kernel_rows], dtype=np.int32)
     codes = np.concatenate(
-        [
-            np.asarray(x.op_resource[g.op_rows], dtype=np.int32),
-            np.asarray(x.k_stream[g.kernel_rows], dtype=np.int32) + len(x.resource_names),
-        ]
+        [np.asarray(x.op_resource[g.op_rows], dtype=np.int32), np.where(ks >= 0, ks + len(x.resource_names), -1)]
     )
-    return Strings(codes, (*x.resource_names, *x.k_labels))
+    return Strings(codes.astype(np.int32), (*x.resource_names, *x.k_labels))
 
 
 PATH_COLUMNS = ("ocp_steps", "ocp_starts_us", "ocp_durs_us", "ocp_kinds", "ocp_counted", "ocp_resource")
@@ -430,7 +421,7 @@ def clear(ct: ColumnarTrace) -> None:
     )
 
 
-def store(ct: ColumnarTrace, g: hb.Graph, seg: Segments, labels: list[str], steps: I64 | None = None) -> None:
+def store(ct: ColumnarTrace, g: hb.Graph, seg: Segments, labels: list[str | None], steps: I64 | None = None) -> None:
     """The segments as each op's and kernel's ocp_* columns (``steps``:
     their steps on the path, default 0, 1, ...)."""
     step = np.arange(len(seg.elem), dtype=np.int64) if steps is None else steps
