@@ -333,6 +333,54 @@ def test_the_last_user_of_a_killed_server_leaves_at_once(tmp_path, monkeypatch):
     assert "trace" in run_cli("traces", home=home, env={"TRACEGRAPH_IDLE_S": "0"}, check=True).stdout
 
 
+# A stand-in for a Redis server's stop, step by step as Redis takes them
+# (closeListeningSockets): it closes its listening socket, then removes the
+# socket file (here a second later), then runs its module teardown.
+_SLOW_TO_UNLINK = """
+import os, socket, sys, time
+path, pidfile = sys.argv[1], sys.argv[2]
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(path)
+listener.listen()
+with open(pidfile, "w") as f:
+    f.write(str(os.getpid()))
+print("ready", flush=True)
+conn, _ = listener.accept()  # the SHUTDOWN
+conn.close()
+listener.close()
+time.sleep(1)
+os.unlink(path)
+time.sleep(120)
+"""
+
+
+def test_a_stop_lasts_until_the_socket_file_is_gone(tmp_path):
+    """Between closing its socket and removing the socket file a stopping
+    server refuses connections. A stop that ended at the first refusal let
+    the next server start in that moment, and the old server's unlink then
+    removed the new one's socket file: a server running where nobody could
+    reach it (seen on the real server with the unlink delayed by strace;
+    a CI run waited two minutes for it). The stop now lasts until the file
+    is gone, and no longer: not through the module's teardown."""
+    from tracegraph.db.embedded import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "home")
+    server.data_dir.mkdir(parents=True)
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_TO_UNLINK, str(server.socket), str(server.data_dir / "server.pid")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert stand_in.stdout.readline() == "ready\n"
+        server._shutdown()
+        assert not server.socket.exists()
+        assert stand_in.poll() is None  # still in its teardown
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+
+
 def test_cli_call_leaves_a_shared_server_running(tmp_path):
     from tracegraph.db.embedded import EmbeddedServer
 

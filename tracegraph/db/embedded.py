@@ -353,10 +353,18 @@ class EmbeddedServer:
         self._wait_until_answering(proc)
 
     def _shutdown(self) -> None:
-        """SHUTDOWN fsyncs the append-only file, removes the socket and
-        only then lets the process exit; the module's teardown after that
-        takes seconds and touches no data, so we wait for the socket to go,
-        not for the process."""
+        """Stop the server and wait until it is out of the next one's way.
+
+        SHUTDOWN fsyncs the append-only file, closes the listening socket,
+        removes the socket file and only then lets the process exit; the
+        module's teardown after that takes seconds and touches no data, so
+        we wait for the socket file to go, not for the process. Nor for the
+        first refused connection: between closing its socket and removing
+        the file the server refuses connections, and a server started in
+        that moment had its new socket file removed by the old one's
+        unlink, running on where nobody could reach it (a CI run on a
+        loaded machine waited two minutes for it to answer)."""
+        pid = self._pid()
         try:
             # No retries: the dropped connection is the expected answer to
             # SHUTDOWN, and redis-py's default policy would retry it for
@@ -367,14 +375,28 @@ class EmbeddedServer:
         except (redis.ConnectionError, redis.TimeoutError):
             pass  # the connection drops (or hangs) as the server exits
         except redis.RedisError:
-            try:
-                pid = int((self.data_dir / "server.pid").read_text().strip())
-                os.kill(pid, signal.SIGTERM)
-            except (OSError, ValueError):
-                pass
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self._running():  # a killed server leaves its socket file
+        while time.monotonic() < deadline and self._stopping(pid):
             time.sleep(0.02)
+
+    def _stopping(self, pid: int | None) -> bool:
+        """Is a stopped server still on its way out: its socket file still
+        there, and the server either still listening or still running? (A
+        killed server leaves its file behind and no process.)"""
+        if not os.path.lexists(self.socket):
+            return False
+        return self._running() or (pid is not None and _process_runs(pid))
+
+    def _pid(self) -> int | None:
+        """The server's process id, from the pid file it writes at start
+        and removes as it stops (None: no such file)."""
+        try:
+            return int((self.data_dir / "server.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
 
 
 def rewrite_log(conn: redis.Redis, least: int, *, relative: bool) -> bool:
@@ -416,6 +438,25 @@ def _server_environment() -> dict[str, str]:
     and the ingest took 0.3 s less of 3.6 s, while the analyses answered in
     the same time (bench/RESULTS.md)."""
     return {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def _process_runs(pid: int) -> bool:
+    """Does process ``pid`` run? A zombie (exited, not yet waited for by
+    the process that started it) does not: on Linux its state in /proc
+    says so; elsewhere a zombie counts as running."""
+    if Path("/proc/self").exists():
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _unused(data_dir: Path) -> bool:
