@@ -71,7 +71,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from tracegraph import schema
+from tracegraph import processes, schema
 from tracegraph.columns import I64, Column, Lists, Strings, Table, kernel, take, values
 from tracegraph.db.base import Graph, Link, Load, NodeRefs, NodeTable, PartWriter, TraceTables, checkpoint
 from tracegraph.errors import InputError
@@ -841,20 +841,10 @@ def sweep_dead_spills(scratch: Path) -> list[Path]:
         pid, _, suffix = d.name[len(host) :].partition("-")
         if not d.name.startswith(host) or not pid.isdigit() or not suffix or "-" in suffix:
             continue
-        if not _alive(int(pid)) and d.is_dir():
+        if not processes.runs(int(pid)) and d.is_dir():
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's: alive
-        return True
-    return True
 
 
 def _remove_spills(ranks: Ranks, placed: Placed, spill_dir: Path) -> None:
