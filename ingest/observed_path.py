@@ -397,7 +397,7 @@ def resources(x: Inputs, g: hb.Graph) -> Strings:
     codes = np.concatenate(
         [np.asarray(x.op_resource[g.op_rows], dtype=np.int32), np.where(ks >= 0, ks + len(x.resource_names), -1)]
     )
-    return Strings(codes.astype(np.int32), (*x.resource_names, *x.k_labels))
+    return Strings(codes.astype(np.int32, copy=False), (*x.resource_names, *x.k_labels))
 
 
 PATH_COLUMNS = ("ocp_steps", "ocp_starts_us", "ocp_durs_us", "ocp_kinds", "ocp_counted", "ocp_resource")
