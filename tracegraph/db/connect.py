@@ -101,6 +101,7 @@ def _embedded() -> Graph:
             on_close=server.release,
             where=f"the embedded database in {server.data_dir}",
             server_log=server.log_file,
+            on_wedged=server.replace_wedged,
         )
     except BaseException:
         server.release()

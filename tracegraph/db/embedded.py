@@ -32,6 +32,15 @@ never by a command: a server busy in a long command answers every other
 client BUSY, and one loading or stalled on a loaded machine answers
 nothing for a while, yet each still runs. Taking that for its end would
 leave it without its reaper, or start a second server on the same files.
+
+A server that runs but has answered no ping for the wedge time
+(``TRACEGRAPH_WEDGED_AFTER_S``, :mod:`tracegraph.db.falkor_wait`) is
+wedged (issue 51: FalkorDB deadlocked in a command, every client waiting
+on it forever). It is never waited on again: the client that finds it so
+kills it (SIGTERM, then SIGKILL: its shutdown runs on the deadlocked
+thread) and starts a new server from the append-only file
+(:meth:`EmbeddedServer.replace_wedged`); so does a command that finds it
+at start, and a stop that SHUTDOWN does not end within STOP_GRACE_S.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tracegraph import processes
+from tracegraph.db.falkor_wait import PING_TIMEOUT_S, wedged_after
 from tracegraph.errors import DatabaseError
 
 START_TIMEOUT_S = float(os.environ.get("TRACEGRAPH_START_TIMEOUT", "120"))
@@ -65,6 +75,10 @@ REAP_EVERY_S = 0.5
 # of an idle server for at most this long while a rewrite runs.
 AOF_IDLE_REWRITE_BYTES = int(os.environ.get("TRACEGRAPH_IDLE_REWRITE_BYTES", str(8 << 20)))
 REWRITE_WAIT_S = 600.0
+# A stop waits this long for SHUTDOWN to end the server, then signals it;
+# each signal is given KILL_GRACE_S (SIGTERM, then SIGKILL).
+STOP_GRACE_S = 30.0
+KILL_GRACE_S = 10.0
 
 
 def idle_timeout() -> float:
@@ -226,14 +240,14 @@ class EmbeddedServer:
         is still loading its data (a start by another process, not yet
         registered as a user): nothing may be sent then (see
         :meth:`_wait_until_answering`), so ask again later."""
-        if not _loaded(self.log_file):
+        if not loaded(self.log_file):
             return False
         with contextlib.suppress(redis.RedisError):
             rewrite_log(self._client(), AOF_IDLE_REWRITE_BYTES, relative=True)
         return True
 
     def _rewriting(self) -> bool:
-        if not _loaded(self.log_file):
+        if not loaded(self.log_file):
             return False
         try:
             return rewriting(self._client())
@@ -258,11 +272,47 @@ class EmbeddedServer:
                 pass  # something listens there (a full queue, another user's server)
             return True
 
-    def _answers(self) -> bool:
+    def _answers(self) -> bool | None:
+        """A ping within PING_TIMEOUT_S: True when the server serves it;
+        False when it says it cannot now (BUSY in a script, LOADING): it
+        is there and reading; None when it says nothing at all."""
+        client = redis.Redis(
+            unix_socket_path=str(self.socket),
+            socket_timeout=PING_TIMEOUT_S,
+            socket_connect_timeout=PING_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0),
+            protocol=2,
+        )
         try:
-            return bool(self._client().ping())
-        except redis.RedisError:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError):
+            return None
+        except redis.ResponseError:
             return False
+        finally:
+            client.close()
+
+    def replace_wedged(self) -> str:
+        """A client found the server wedged (it answered no ping for the
+        wedge time, :mod:`tracegraph.db.falkor_wait`): kill it and start a
+        new one from the append-only file, so that neither this command's
+        clean-up nor the next command waits on it again. What the server
+        had fsynced survives (every trace stored more than a second
+        before); the load of an ingest under way is removed by its abort
+        or, its lease gone, by the next sweep. Says what was done, for the
+        error's message.
+
+        Under start.lock; a server that answers by then (replaced by
+        another client meanwhile, or come back) is left alone."""
+        with _locked(self.data_dir / "start.lock", fcntl.LOCK_EX):
+            if self._running() and self._answers() is not None:
+                return "it answers again"
+            self._kill(self._pid())
+            self._spawn()
+            idle = idle_timeout()
+            if idle > 0 and not _held(self.data_dir / "reaper.lock"):
+                self._start_reaper(idle)
+        return "it was killed and a new server started from its append-only file"
 
     def _wait_until_answering(self, proc: subprocess.Popen[bytes] | None = None) -> bool:
         """Wait up to START_TIMEOUT_S until the server has loaded its data
@@ -278,14 +328,24 @@ class EmbeddedServer:
         it at that moment. So nothing is sent until loading is over."""
         log = self.log_file
         deadline = time.monotonic() + START_TIMEOUT_S
+        answered = time.monotonic()  # (or loading: see falkor_wait.Liveness)
+        wedged = wedged_after()
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise DatabaseError(
                     f"the embedded FalkorDB server exited at start: {_why_it_stopped(log)} (log: {log})"
                 )
-            if _loaded(log) and self._answers():
+            said = self._answers() if loaded(log) else False
+            if said:
                 return True
+            if said is not None:  # (loading, or busy: there, and reading)
+                answered = time.monotonic()
             if proc is None and not self._running():
+                return False
+            if proc is None and time.monotonic() - answered >= wedged:
+                # A server found running that answers nothing (issue 51:
+                # deadlocked in a command): replaced, not waited on.
+                self._kill(self._pid())
                 return False
             time.sleep(0.05)
         if proc is not None:
@@ -379,9 +439,37 @@ class EmbeddedServer:
             if pid is not None:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and self._stopping(pid):
             time.sleep(0.02)
+        if self._stopping(pid):
+            # Still there: stuck in a command (a wedged server's SHUTDOWN
+            # waits behind it forever, issue 51).
+            self._kill(pid)
+
+    def _kill(self, pid: int | None) -> None:
+        """Stop the server by signals: SIGTERM, then SIGKILL when that did
+        not end it within KILL_GRACE_S (a wedged server's SIGTERM handler
+        never runs: its shutdown waits on the main thread); then wait until
+        it is gone and remove the socket file it leaves behind, so that
+        the next server's start finds nothing in its way. What the server
+        had fsynced is kept: the append-only file is fsynced every second."""
+        if pid is None or not processes.runs(pid):
+            self.socket.unlink(missing_ok=True)
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+            deadline = time.monotonic() + KILL_GRACE_S
+            while time.monotonic() < deadline and processes.runs(pid):
+                time.sleep(0.02)
+            if not processes.runs(pid):
+                break
+        if processes.runs(pid):
+            raise DatabaseError(
+                f"the embedded FalkorDB server (pid {pid}) does not end, not even by SIGKILL: stop it yourself"
+            )
+        self.socket.unlink(missing_ok=True)
 
     def _stopping(self, pid: int | None) -> bool:
         """Is a stopped server still on its way out: its socket file still
@@ -393,11 +481,21 @@ class EmbeddedServer:
 
     def _pid(self) -> int | None:
         """The server's process id, from the pid file it writes at start
-        and removes as it stops (None: no such file)."""
+        and removes as it stops (None: no such file, or a file left by a
+        killed server whose pid now belongs to a process that is not this
+        directory's server: it is never signalled)."""
         try:
-            return int((self.data_dir / "server.pid").read_text().strip())
+            pid = int((self.data_dir / "server.pid").read_text().strip())
         except (OSError, ValueError):
             return None
+        if not Path("/proc/self").exists():
+            return pid  # (no way to ask what it runs)
+        try:
+            # (Redis shows its socket in its process title: "redis-server unixsocket:PATH")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None  # gone
+        return pid if os.fsencode(self.socket) in cmdline else None
 
 
 def rewrite_log(conn: redis.Redis, least: int, *, relative: bool) -> bool:
@@ -509,7 +607,7 @@ _READY = b"Ready to accept connections"
 _LOG_TAIL_BYTES = 1 << 20
 
 
-def _loaded(log: Path) -> bool:
+def loaded(log: Path) -> bool:
     """Has the server's latest start (the last one its log tells of)
     finished loading its data? A log that tells of no start within its
     last megabyte belongs to a server that started long ago (or was

@@ -72,6 +72,7 @@ from tracegraph.db.base import (
 )
 from tracegraph.db.elements import node_value, path_value, plain, relationship_value
 from tracegraph.db.falkor_layout import check_layout
+from tracegraph.db.falkor_wait import Liveness, connection_pool
 from tracegraph.errors import (
     BadRequest,
     Conflict,
@@ -121,6 +122,7 @@ class FalkorGraph(Graph):
         on_close: Callable[[], None] | None = None,
         where: str | None = None,
         server_log: Path | None = None,
+        on_wedged: Callable[[], str] | None = None,
     ) -> None:
         self.backend = backend
         self.prefix = prefix
@@ -130,12 +132,17 @@ class FalkorGraph(Graph):
         self._address = (
             {"unix_socket_path": unix_socket} if unix_socket else {"host": host or "localhost", "port": port or 6379}
         )
+        self._liveness = Liveness(self._address, self.where, ready=_loaded_by(server_log), on_wedged=on_wedged)
         try:
-            self._db = FalkorDB(**self._address)
+            self._db = FalkorDB(connection_pool=connection_pool(self._address, self._liveness))
             self._redis = self._db.connection
             self._redis.ping()
         except redis.RedisError as e:
+            self._liveness.close()
             raise DatabaseError(f"cannot reach FalkorDB at {self.where}: {first_line(e)}") from None
+        except BaseException:
+            self._liveness.close()
+            raise
         self._deadline = Deadline()
         check_layout(self._redis, self.prefix, self.where, self.backend)
 
@@ -146,7 +153,7 @@ class FalkorGraph(Graph):
         client: redis.Redis = self._redis
         return client
 
-    def _lost(self, e: redis.ConnectionError) -> DatabaseError:
+    def _lost(self, e: redis.ConnectionError | redis.TimeoutError) -> DatabaseError:
         """The error for a connection that broke: with where the server's
         crash report is, when the server we run crashed."""
         crashed = ""
@@ -197,7 +204,7 @@ class FalkorGraph(Graph):
                 res = graph.query(query, _clean(params) if params else None, timeout=timeout_ms)
             else:
                 res = graph.ro_query(query, _clean(params) if params else None, timeout=timeout_ms)
-        except redis.ConnectionError as e:
+        except (redis.ConnectionError, redis.TimeoutError) as e:
             raise self._lost(e) from None
         except redis.ResponseError as e:
             raise _query_error(e) from None
@@ -282,7 +289,10 @@ class FalkorGraph(Graph):
         if not replace and self.trace_exists(name):
             raise name_taken(name)
         load_id = uuid.uuid4().hex
-        lease = redis.Redis(**self._address, single_connection_client=True, client_name=LEASE_PREFIX + load_id)
+        lease = redis.Redis(
+            connection_pool=connection_pool(self._address, self._liveness, client_name=LEASE_PREFIX + load_id),
+            single_connection_client=True,
+        )
         try:
             lease.ping()  # the lease holds from here until the connection closes
         except redis.RedisError as e:
@@ -300,7 +310,7 @@ class FalkorGraph(Graph):
             conn = pool.get_connection()
             conn.send_packed_command(command)
             return conn.read_response()
-        except redis.ConnectionError as e:
+        except (redis.ConnectionError, redis.TimeoutError) as e:
             raise self._lost(e) from None
         except redis.ResponseError as e:
             text = first_line(e)
@@ -459,6 +469,7 @@ class FalkorGraph(Graph):
         self._deadline.close()
         try:
             self._redis.close()
+            self._liveness.close()
         finally:
             if self._on_close:
                 self._on_close()
@@ -722,6 +733,16 @@ def _rows_of(r: RelTable, keep: np.ndarray) -> RelTable:
     names = dict.fromkeys((r.src, r.dst, *r.columns))
     frame = Table(r.frame.n, {k: r.frame[k] for k in names if k in r.frame})
     return RelTable(r.type, r.start, r.end, r.table, frame.where(keep), r.src, r.dst, r.columns)
+
+
+def _loaded_by(server_log: Path | None) -> Callable[[], bool] | None:
+    """For the server we run: has it finished loading its data (its log
+    says so)? See :class:`~tracegraph.db.falkor_wait.Liveness`."""
+    if server_log is None:
+        return None
+    from tracegraph.db.embedded import loaded
+
+    return lambda: loaded(server_log)
 
 
 def _no_such_graph(e: redis.ResponseError) -> bool:
