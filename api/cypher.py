@@ -20,7 +20,12 @@ router = APIRouter(tags=["cypher"])
     summary="Ad-hoc read-only Cypher",
     description=(
         "Runs in a read-only transaction (`GRAPH.RO_QUERY` on FalkorDB, a read transaction "
-        "on Neo4j): the database itself refuses writes (403). `trace` names the trace the "
+        "on Neo4j): the database itself refuses writes (403). The statement reads the trace "
+        "graph and nothing else: planned first (`EXPLAIN`, `GRAPH.EXPLAIN`), it is refused "
+        "before it runs (403, one line naming what) when its plan holds `LOAD CSV`, a "
+        "procedure other than `db.labels`, `db.relationshipTypes`, `db.propertyKeys` and "
+        "`db.schema.*`'s three, a command (`SHOW`, `TERMINATE`, users, databases), "
+        "`CALL { ... } IN TRANSACTIONS` or another database (`USE`). `trace` names the trace the "
         "query reads and binds `$trace` (on FalkorDB each trace is a graph of its own; "
         "without `trace` a query sees every trace's Trace and OpTotals nodes). The whole "
         "request is bounded by TRACEGRAPH_CYPHER_TIMEOUT_MS (400 `timed out`) and answers "

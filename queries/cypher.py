@@ -19,6 +19,7 @@ from typing import Any, cast
 from tracegraph.db.base import Graph
 from tracegraph.errors import BadRequest
 from tracegraph.output import jsonable, readable_rows
+from tracegraph.queries import ad_hoc_rule
 from tracegraph.queries.catalog import INT64
 from tracegraph.queries.types import CypherResult
 
@@ -78,9 +79,13 @@ def run_cypher(
     max_rows: int | None = None,
 ) -> CypherResult:
     """Run one statement, read-only unless ``write`` (the database itself
-    refuses writes); ``trace`` binds ``$trace`` and names the trace it
-    reads. At most ``max_rows`` rows (None: all)."""
-    res = graph.run(query, check_params(params or {}), trace=trace, write=write, timeout_ms=timeout_ms)
+    refuses writes), once its plan passes the ad-hoc rule (it reads the
+    trace graph and nothing else: :mod:`tracegraph.queries.ad_hoc_rule`,
+    NotAllowed otherwise); ``trace`` binds ``$trace`` and names the trace
+    it reads. At most ``max_rows`` rows (None: all)."""
+    checked = check_params(params or {})
+    ad_hoc_rule.check(graph.plan(query, checked, trace=trace, timeout_ms=timeout_ms))
+    res = graph.run(query, checked, trace=trace, write=write, timeout_ms=timeout_ms)
     rows = res.rows if not max_rows or len(res.rows) <= max_rows else res.rows[:max_rows]
     changes = {k: int(v) for k, v in res.stats.items() if v}
     plain = cast(list[list[Any]], jsonable(readable_rows(res.columns, rows)))  # numbers readable, as every answer's

@@ -415,6 +415,19 @@ def test_cypher_write_is_refused_and_changes_nothing(client, session_graph, alex
     )
 
 
+def test_cypher_beyond_the_graph_is_403_in_one_line(client, alexnet):
+    """LOAD CSV, a dbms procedure (Neo4j; FalkorDB has none of them: its
+    own 400), a command: refused before they run (issue 46)."""
+    r = client.post("/cypher", json={"query": "LOAD CSV FROM 'http://127.0.0.1:9/x' AS l RETURN l", "trace": alexnet})
+    assert r.status_code == 403, r.text
+    assert one_line_detail(r) == "LOAD CSV is not allowed in ad-hoc queries"
+    r = client.post("/cypher", json={"query": "CALL dbms.listConfig()"})
+    assert r.status_code == (403 if ENGINE["uri"] != "embedded" else 400), r.text
+    one_line_detail(r)
+    r = client.post("/cypher", json={"query": "CALL db.labels() YIELD label RETURN label", "trace": alexnet})
+    assert r.status_code == 200 and ["Op"] in r.json()["rows"]
+
+
 def test_cypher_errors(client):
     r = client.post("/cypher", json={"query": "THIS IS NOT CYPHER"})
     assert r.status_code == 400

@@ -122,6 +122,14 @@ class ReadOnlyViolation(QueryError):
     http_status = 403
 
 
+class NotAllowed(QueryError):
+    """An ad-hoc statement that reaches beyond the trace graph (LOAD CSV, a
+    procedure not allowed, a command, another database): refused before
+    it runs (tracegraph/queries/ad_hoc_rule.py)."""
+
+    http_status = 403
+
+
 class QueryTimeout(QueryError):
     """A statement ran past its time limit and was stopped."""
 

@@ -213,7 +213,9 @@ class Connection:
     def cypher(self, text: str, /, trace: str | None = None, **params: Any) -> pd.DataFrame:
         """Ad-hoc read-only Cypher (``tracegraph cypher``): ``trace`` binds
         ``$trace`` and, on FalkorDB, picks the trace's graph; the database
-        itself refuses writes."""
+        itself refuses writes, and a statement that reaches beyond the
+        trace graph (LOAD CSV, most procedures, commands) raises
+        :class:`~tracegraph.errors.NotAllowed` before it runs."""
         res = run_cypher(self._graph, text, params, trace=trace)
         return _frame(res.columns, res.rows)
 

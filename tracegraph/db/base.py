@@ -84,6 +84,27 @@ def name_taken(name: str) -> Conflict:
     return Conflict(f"trace {name!r} exists (to overwrite it: --replace, or replace=true over HTTP)")
 
 
+@dataclass(frozen=True)
+class PlanStep:
+    """One operator of a statement's plan, as the engine's planner gave it,
+    in the terms the ad-hoc rule decides on
+    (:mod:`tracegraph.queries.ad_hoc_rule`): ``kind`` one of the constants
+    below; ``name`` the procedure (PROCEDURE; empty when the engine's plan
+    does not say which), the command (COMMAND, when the plan says) or the
+    database (DATABASE); ``operator`` the engine's own name for it."""
+
+    READ = "read"  # everything else: reads (writes are the transaction's business)
+    LOAD_CSV = "load-csv"
+    PROCEDURE = "procedure"
+    COMMAND = "command"  # SHOW ..., TERMINATE ..., users, roles, databases
+    IN_TRANSACTIONS = "in-transactions"  # CALL { ... } IN TRANSACTIONS
+    DATABASE = "database"  # a step on another database than this Graph's
+
+    kind: str
+    name: str = ""
+    operator: str = ""
+
+
 @dataclass
 class Result:
     """Rows of plain Python values; graph values become dicts (see below)."""
@@ -292,6 +313,27 @@ class Graph(ABC):
         self, query: str, params: dict[str, Any], trace: str | None, write: bool, timeout_ms: int | None
     ) -> Result:
         """:meth:`run` in the engine: ``params`` hold ``$trace`` already."""
+
+    def plan(
+        self,
+        query: str,
+        params: dict[str, Any] | None = None,
+        *,
+        trace: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[PlanStep]:
+        """How the engine would run the statement (``EXPLAIN``: planned,
+        not run), as :class:`PlanStep` values; the engine's own error
+        (QueryError) for a statement it cannot plan. ``trace`` as for
+        :meth:`run`."""
+        bound = dict(params or {})
+        if trace is not None:
+            bound["trace"] = trace
+        return self._plan(query, bound, trace, timeout_ms)
+
+    @abstractmethod
+    def _plan(self, query: str, params: dict[str, Any], trace: str | None, timeout_ms: int | None) -> list[PlanStep]:
+        """:meth:`plan` in the engine: ``params`` hold ``$trace`` already."""
 
     @abstractmethod
     def trace_facts(self, name: str) -> dict[str, Any] | None:

@@ -61,6 +61,7 @@ from tracegraph.db.base import (
     NodeRefs,
     NodeTable,
     PartWriter,
+    PlanStep,
     Progress,
     RelTable,
     Result,
@@ -185,6 +186,25 @@ class FalkorGraph(Graph):
         if not self._redis.exists(key):
             raise NotFound(f"no trace named {trace!r}")
         return self._query(key, query, params, write=write, timeout_ms=timeout_ms)
+
+    def _plan(self, query: str, params: dict[str, Any], trace: str | None, timeout_ms: int | None) -> list[PlanStep]:
+        from tracegraph.db.falkor_plan import plan_steps
+
+        key = self.prefix if trace is None else self._trace_key(trace)
+        if trace is not None and not self._redis.exists(key):
+            raise NotFound(f"no trace named {trace!r}")
+        text = _with_params(query, _clean(params)) if params else query
+
+        def explain() -> list[str]:
+            try:
+                return list(self._redis.execute_command("GRAPH.EXPLAIN", key, text))
+            except (redis.ConnectionError, redis.TimeoutError) as e:
+                raise self._lost(e) from None
+            except redis.ResponseError as e:
+                raise _query_error(e) from None
+
+        lines = self._deadline.run(timeout_ms, explain) if timeout_ms else explain()
+        return plan_steps(lines, query)
 
     def _query(
         self, key: str, query: str, params: dict[str, Any] | None, *, write: bool, timeout_ms: int | None = None

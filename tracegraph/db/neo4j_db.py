@@ -29,7 +29,7 @@ from neo4j.exceptions import (
 )
 from neo4j.graph import Node, Path, Relationship
 
-from tracegraph.db.base import LABELS, Deadline, Graph, Load, Progress, Result, TraceTables, rows_query
+from tracegraph.db.base import LABELS, Deadline, Graph, Load, PlanStep, Progress, Result, TraceTables, rows_query
 from tracegraph.db.elements import node_value, path_value, plain, relationship_value
 from tracegraph.db.neo4j_publish import Publisher
 from tracegraph.errors import (
@@ -109,6 +109,19 @@ class Neo4jGraph(Graph):
             timeout_ms, self._transaction, lambda tx: _run_in(tx, query, params), write=write, timeout_ms=timeout_ms
         )
         return result
+
+    def _plan(self, query: str, params: dict[str, Any], trace: str | None, timeout_ms: int | None) -> list[PlanStep]:
+        def explain(tx: Any) -> tuple[str, dict[str, Any]]:
+            summary = tx.run("EXPLAIN " + query, params).consume()
+            return summary.database or "", summary.plan or {}
+
+        if timeout_ms:
+            database, plan = self._deadline.run(
+                timeout_ms, self._transaction, explain, write=False, timeout_ms=timeout_ms
+            )
+        else:
+            database, plan = self._transaction(explain, write=False)
+        return plan_steps(plan, database)
 
     def _transaction(
         self,
@@ -220,6 +233,38 @@ class Neo4jGraph(Graph):
     def close(self) -> None:
         self._deadline.close()
         self._driver.close()
+
+
+def plan_steps(plan: dict[str, Any], database: str) -> list[PlanStep]:
+    """Neo4j's plan (the driver's dict: ``operatorType`` such as
+    ``ProcedureCall@neo4j``, ``args``, ``children``), every operator in
+    it, as :class:`PlanStep` values. ``database`` is the one the
+    statement was planned in: an operator on another (``@system`` for an
+    administration command, or a ``USE``) is a DATABASE step."""
+    steps = []
+    todo = [plan] if plan else []
+    while todo:
+        op = todo.pop()
+        todo.extend(op.get("children") or [])
+        operator = str(op.get("operatorType", ""))
+        details = str((op.get("args") or op.get("arguments") or {}).get("Details", ""))
+        name, _, on = operator.partition("@")
+        if name == "AdministrationCommand":
+            steps.append(PlanStep(PlanStep.COMMAND, "", operator))
+        elif on and on != database:
+            steps.append(PlanStep(PlanStep.DATABASE, on, operator))
+        elif name == "LoadCSV":
+            steps.append(PlanStep(PlanStep.LOAD_CSV, "", operator))
+        elif name == "ProcedureCall":
+            # Details: "db.labels() :: (label :: STRING)", the name as the planner resolved it
+            steps.append(PlanStep(PlanStep.PROCEDURE, details.split("(", 1)[0].strip(), operator))
+        elif name.startswith(("Show", "Terminate")):
+            steps.append(PlanStep(PlanStep.COMMAND, " ".join(re.findall(r"[A-Z][a-z]*", name)).upper(), operator))
+        elif name in ("TransactionApply", "TransactionForeach"):
+            steps.append(PlanStep(PlanStep.IN_TRANSACTIONS, "", operator))
+        else:
+            steps.append(PlanStep(PlanStep.READ, "", operator))
+    return steps
 
 
 def _run_in(tx: Any, query: str, params: dict[str, Any]) -> Result:
