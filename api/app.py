@@ -12,15 +12,17 @@ live in modules of their own, one router each:
   ``GET /traces/{trace}/queries/{name}``, ``POST /traces/{trace}/whatif``
 * :mod:`.cypher`: ``POST /cypher`` (read-only)
 * :mod:`.guide`: ``GET /browser/guide.html``, ``GET /browser/tracegraph.grass`` (and
-  Neo4j Browser's CORS preflights to them)
+  Neo4j Browser's CORS preflights to them), ``POST /browser/link``
 * ``GET /openapi.json``, ``GET /docs``
 
 Errors are ``{"detail": "one line"}`` with the status the error's class
 carries (:mod:`tracegraph.errors`): 404 unknown trace/analysis/job, 422 bad
 parameters, 400/415 unreadable upload, 409 name taken, 413 too large, 503
 database unreachable. When ``TRACEGRAPH_API_KEY`` is set, every route but
-``/health`` needs ``Authorization: Bearer <key>`` (pages a browser opens,
-``/docs``, ``/openapi.json`` and ``/browser/*``, also take ``?key=<key>``).
+``/health``, ``/docs`` and ``/openapi.json`` needs ``Authorization: Bearer
+<key>``; the two pages Neo4j Browser fetches itself take a short-lived
+``?token=`` instead (``POST /browser/link``, :mod:`.browser_token`): the
+key is never taken from a URL.
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
-from urllib.parse import quote
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -44,7 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 import tracegraph
 from tracegraph.api import analyses, cypher, guide, traces, ui
 from tracegraph.api.connection import GraphHolder, SharedJobs
-from tracegraph.api.deps import JSON_BODY_MAX, AppHolder, get_settings, require_key
+from tracegraph.api.deps import JSON_BODY_MAX, AppHolder, require_key
 from tracegraph.api.jobs import JobManager
 from tracegraph.api.models import CYPHER_VALUE, ErrorOut, ValidationErrorOut
 from tracegraph.api.settings import Settings
@@ -115,8 +116,10 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         keyed = {"dependencies": [Depends(require_key)], "responses": {401: {"model": ErrorOut}}}
     for module in (traces, analyses, cypher, guide):
         app.include_router(module.router, **keyed)
-    app.add_api_route("/openapi.json", openapi_json, include_in_schema=False, **keyed)
-    app.add_api_route("/docs", docs, include_in_schema=False, **keyed)
+    # The API's description holds no data (the same for every deployment):
+    # no key, so that a browser opens it without one in its URL.
+    app.add_api_route("/openapi.json", openapi_json, include_in_schema=False)
+    app.add_api_route("/docs", docs, include_in_schema=False)
     # The web UI: its page at / and its bundle at /static hold no data (no
     # key); its data routes (/ui/*) check the key themselves.
     app.include_router(ui.pages)
@@ -178,12 +181,8 @@ def openapi_json(request: Request) -> dict[str, Any]:
     return doc
 
 
-def docs(request: Request, settings: Annotated[Settings, Depends(get_settings)]) -> HTMLResponse:
-    url = "/openapi.json"
-    given = request.query_params.get("key")
-    if settings.api_key and given:
-        url += "?key=" + quote(given)
-    return get_swagger_ui_html(openapi_url=url, title="tracegraph API")
+def docs() -> HTMLResponse:
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="tracegraph API")
 
 
 # -- errors: every one a one-line JSON detail ---------------------------------

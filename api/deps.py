@@ -15,13 +15,15 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from tracegraph.api import browser_token
 from tracegraph.api.connection import GraphHolder
 from tracegraph.api.jobs import JobManager
 from tracegraph.api.settings import Settings
 from tracegraph.db.base import Graph
 
-# Pages a browser opens directly may carry the key as ``?key=`` (documented in api/README.md).
-BROWSER_KEY_PATHS = ("/docs", "/openapi.json", "/browser/guide.html", "/browser/tracegraph.grass")
+# The pages Neo4j Browser fetches itself (no Authorization header) take a
+# short-lived ``?token=`` instead of the key (api/browser_token.py).
+BROWSER_TOKEN_PATHS = ("/browser/guide.html", "/browser/tracegraph.grass")
 
 # JSON request bodies (/cypher, /whatif); uploads have limits of their own.
 JSON_BODY_MAX = 16 * 1024 * 1024
@@ -59,13 +61,16 @@ AppHolder = Annotated[GraphHolder, Depends(get_holder)]
 
 
 def require_key(request: Request, creds: HTTPAuthorizationCredentials | None = Security(BEARER)) -> None:
-    """401 unless the request carries the API key. Only an app that has a key
-    puts this dependency on its routes, so OpenAPI declares the bearer
-    scheme exactly then."""
+    """401 unless the request carries the API key (or, for the pages Neo4j
+    Browser fetches, a token made with it that is still valid). Only an app
+    that has a key puts this dependency on its routes, so OpenAPI declares
+    the bearer scheme exactly then. The key is never taken from a URL."""
     key = request.app.state.settings.api_key
     given = creds.credentials if creds else None
-    if given is None and request.url.path in BROWSER_KEY_PATHS:
-        given = request.query_params.get("key")
+    if given is None and request.url.path in BROWSER_TOKEN_PATHS:
+        token = request.query_params.get("token")
+        if token is not None and browser_token.valid(key, token):
+            return
     if not given or not hmac.compare_digest(given.encode(), key.encode()):
         raise HTTPException(
             401,

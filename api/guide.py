@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from html import escape
 from importlib import resources
 from typing import Any
@@ -46,7 +47,9 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracegraph.api.deps import AppGraph
+from tracegraph.api import browser_token
+from tracegraph.api.deps import AppGraph, AppSettings
+from tracegraph.api.models import BrowserLink
 from tracegraph.db.base import Graph
 from tracegraph.queries.catalog import Analysis, Param
 from tracegraph.queries.guide import guide_inputs
@@ -118,15 +121,16 @@ class BrowserKitCors:
 
 def guide(request: Request, graph: AppGraph, trace: str | None = None) -> HTMLResponse:
     base = str(request.base_url).rstrip("/")
-    key = request.query_params.get("key") if request.app.state.settings.api_key else None
-    return HTMLResponse(guide_for(graph, base, trace, key))
+    # (checked by require_key: the guide's links carry the token it was fetched with)
+    token = request.query_params.get("token") if request.app.state.settings.api_key else None
+    return HTMLResponse(guide_for(graph, base, trace, token))
 
 
-def guide_for(graph: Graph, base_url: str, trace: str | None, key: str | None = None) -> str:
+def guide_for(graph: Graph, base_url: str, trace: str | None, token: str | None = None) -> str:
     """The guide as the route sends it: the trace list, or ``trace``'s guide."""
     known = guide_inputs(graph, trace)
     if known.facts is None:
-        return render_guide(base_url, known.traces, None, asked=trace, key=key)
+        return render_guide(base_url, known.traces, None, asked=trace, token=token)
     return render_guide(
         base_url,
         known.traces,
@@ -134,7 +138,7 @@ def guide_for(graph: Graph, base_url: str, trace: str | None, key: str | None = 
         analyses=known.analyses,
         unavailable=known.unavailable,
         values=known.values,
-        key=key,
+        token=token,
     )
 
 
@@ -159,6 +163,29 @@ router.add_api_route(
     summary="Neo4j Browser style sheet (`:style http://localhost:8000/browser/tracegraph.grass`)",
 )
 router.add_api_route("/browser/tracegraph.grass", grass, methods=["HEAD"], include_in_schema=False)
+
+
+def link(request: Request, settings: AppSettings) -> BrowserLink:
+    base = str(request.base_url).rstrip("/")
+    token = browser_token.make(settings.api_key, settings.browser_link_s) if settings.api_key else None
+    expires = None
+    if token is not None:
+        expires = datetime.fromtimestamp(browser_token.expires_at(token), UTC).isoformat(timespec="seconds")
+    return BrowserLink(
+        play=":play " + _with_token(base + "/browser/guide.html", token),
+        style=":style " + _with_token(base + "/browser/tracegraph.grass", token),
+        expires_at=expires,
+    )
+
+
+router.add_api_route(
+    "/browser/link",
+    link,
+    methods=["POST"],
+    response_model=BrowserLink,
+    summary="The `:play` and `:style` lines for Neo4j Browser; with an API key, they carry a token that opens "
+    "those two pages only, for TRACEGRAPH_BROWSER_LINK_S seconds (the key itself never goes into a URL)",
+)
 
 
 def style_sheet() -> str:
@@ -261,18 +288,19 @@ def render_guide(
     unavailable: list[tuple[Analysis, str]] | None = None,
     values: Mapping[str, Any] | None = None,
     asked: str | None = None,
-    key: str | None = None,
+    token: str | None = None,
 ) -> str:
     """The guide as one HTML fragment (``<article class="guide">``): for
     the trace ``facts`` describes, its ``analyses`` with their parameter
     ``values`` and the ``unavailable`` ones with the reason; without it,
     the list of ``traces`` (``asked``: a trace name that is not among them).
 
-    ``key``: the API key the guide was fetched with, passed on to the
-    style sheet's and the other guides' URLs (the Browser cannot send an
-    Authorization header)."""
+    ``token``: the Browser link's token the guide was fetched with
+    (:mod:`tracegraph.api.browser_token`), passed on to the style sheet's
+    and the other guides' URLs (the Browser cannot send an Authorization
+    header)."""
     base = base_url.rstrip("/")
-    slides = [_first_slide(base, key, traces, facts, asked)]
+    slides = [_first_slide(base, token, traces, facts, asked)]
     if facts is None:
         # A guide of one slide is shown without its blocks' click handlers.
         slides.append(_further_slide(base))
@@ -296,11 +324,11 @@ def render_guide(
     return check_sanitizer(html)
 
 
-def _with_key(url: str, key: str | None) -> str:
-    return url + (("&" if "?" in url else "?") + "key=" + quote(key, safe="") if key else "")
+def _with_token(url: str, token: str | None) -> str:
+    return url + (("&" if "?" in url else "?") + "token=" + quote(token, safe="") if token else "")
 
 
-def _trace_list(base: str, key: str | None, traces: list[dict[str, Any]], current: str | None) -> str:
+def _trace_list(base: str, token: str | None, traces: list[dict[str, Any]], current: str | None) -> str:
     """Every trace but ``current``, each with the ``:play`` line of its guide."""
     items = []
     for t in traces:
@@ -309,7 +337,7 @@ def _trace_list(base: str, key: str | None, traces: list[dict[str, Any]], curren
         facts = f"{t.get('framework') or 'unknown framework'}, {t.get('ops') or 0:,} ops; has: {_has(t)}"
         items.append(
             f"<li><b>{_text(t['trace'])}</b> ({_text(facts)})"
-            + _runnable(f":play {_with_key(base + '/browser/guide.html?trace=' + quote(t['trace'], safe=''), key)}")
+            + _runnable(f":play {_with_token(base + '/browser/guide.html?trace=' + quote(t['trace'], safe=''), token)}")
             + "</li>"
         )
     return f"<ul>{''.join(items)}</ul>"
@@ -317,7 +345,7 @@ def _trace_list(base: str, key: str | None, traces: list[dict[str, Any]], curren
 
 def _first_slide(
     base: str,
-    key: str | None,
+    token: str | None,
     traces: list[dict[str, Any]],
     facts: Mapping[str, Any] | None,
     asked: str | None,
@@ -330,7 +358,7 @@ def _first_slide(
     setup = (
         "<p>Load the tracegraph style sheet (colors by label, names as captions, the critical path in "
         "thick red), or drag <code>cypher/tracegraph.grass</code> onto this window:</p>"
-        + _runnable(f":style {_with_key(base + '/browser/tracegraph.grass', key)}")
+        + _runnable(f":style {_with_token(base + '/browser/tracegraph.grass', token)}")
         + "<p>Draw only what a query returns: by default the Browser adds every relationship between the "
         "nodes it draws (Settings, <i>Connect result nodes</i>), and around a path that is a tangle of "
         "dependencies. This turns it off (<code>:config autoComplete: true</code> turns it back on):</p>"
@@ -344,7 +372,7 @@ def _first_slide(
                 f"(or <code>POST {_text(base)}/traces</code>), then play this guide again.</p>"
             )
         else:
-            pick = "<p>Pick a trace: each line plays the guide to it.</p>" + _trace_list(base, key, traces, None)
+            pick = "<p>Pick a trace: each line plays the guide to it.</p>" + _trace_list(base, token, traces, None)
         return _slide("tracegraph", "Deep-learning execution traces as a graph.", intro + missing + pick + setup)
     trace = facts["trace"]
     others = [t for t in traces if t["trace"] != trace]
@@ -362,7 +390,7 @@ def _first_slide(
             "       t.critical_path_us AS critical_path_us, t.observed_path_us AS observed_path_us,\n"
             "       t.memory_peak_bytes AS memory_peak_bytes"
         )
-        + ("<p>Other traces in this database:</p>" + _trace_list(base, key, traces, trace) if others else "")
+        + ("<p>Other traces in this database:</p>" + _trace_list(base, token, traces, trace) if others else "")
     )
     return _slide("tracegraph", f"Trace {_text(trace)}: the analyses it can answer, runnable.", body)
 

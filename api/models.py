@@ -27,6 +27,16 @@ class ValidationErrorOut(BaseModel):
     errors: list[dict[str, Any]] = []
 
 
+class BrowserLink(BaseModel):
+    """What to type in Neo4j Browser to play the guide: ``play`` and
+    ``style`` carry a short-lived token when the API has a key
+    (``expires_at``, UTC), none when it has none (``expires_at`` null)."""
+
+    play: str
+    style: str
+    expires_at: str | None = None
+
+
 class ProgressOut(BaseModel):
     done: int
     total: int | None = None

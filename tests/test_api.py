@@ -653,9 +653,8 @@ def test_api_key(session_graph, alexnet):
             "/traces",
             f"/traces/{alexnet}/queries/top-ops",
             "/queries",
-            "/openapi.json",
-            "/docs",
             "/browser/guide.html",
+            "/browser/tracegraph.grass",
             "/jobs/x",
         ):
             r = c.get(path)
@@ -667,14 +666,74 @@ def test_api_key(session_graph, alexnet):
         ok = {"Authorization": "Bearer s3cret"}
         assert c.get("/traces", headers=ok).status_code == 200
         assert c.post("/cypher", json={"query": "RETURN 1 AS one"}, headers=ok).json()["rows"] == [[1]]
-        # Pages a browser opens take ?key= (Neo4j Browser cannot send headers) ...
-        r = c.get("/browser/guide.html?key=s3cret")
-        assert r.status_code == 200 and "tracegraph.grass?key=s3cret" in html.unescape(r.text)
-        assert c.get("/openapi.json?key=s3cret").status_code == 200
-        # ... the API routes do not.
-        assert c.get("/traces?key=s3cret").status_code == 401
-        spec = c.get("/openapi.json", headers=ok).json()
+        # The key is never taken from a URL (access logs, history, Referer) ...
+        for path in ("/traces?key=s3cret", "/browser/guide.html?key=s3cret", "/browser/tracegraph.grass?key=s3cret"):
+            assert c.get(path).status_code == 401, path
+        # ... the description of the API holds no data: open.
+        assert c.get("/docs").status_code == 200
+        spec = c.get("/openapi.json").json()
         assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_a_browser_link_opens_the_guide_and_the_style_sheet_only(session_graph, alexnet):
+    """Neo4j Browser fetches the guide and the style sheet itself, with no
+    header: POST /browser/link (with the key) gives :play and :style lines
+    whose token opens those two pages, and nothing else, until it expires;
+    the guide passes its token on to its own links."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from tracegraph.api import browser_token
+
+    with make_client(api_key="s3cret", browser_link_s=3600) as c:
+        assert c.post("/browser/link").status_code == 401
+        started = time.time()
+        link = c.post("/browser/link", headers={"Authorization": "Bearer s3cret"}).json()
+        play = urlsplit(link["play"].removeprefix(":play "))
+        token = parse_qs(play.query)["token"][0]
+        assert "s3cret" not in link["play"] + link["style"]
+        assert started + 3590 <= browser_token.expires_at(token) <= time.time() + 3600
+        assert link["expires_at"].endswith("+00:00")
+        page = c.get(f"{play.path}?{play.query}")
+        assert page.status_code == 200
+        assert f":style http://testserver/browser/tracegraph.grass?token={token}" in html.unescape(page.text)
+        assert c.get(f"/browser/guide.html?trace={alexnet}&token={token}").status_code == 200
+        style = urlsplit(link["style"].removeprefix(":style "))
+        assert c.get(f"{style.path}?{style.query}").status_code == 200
+        # Nothing else: not the API, not another link.
+        for path in ("/traces", f"/traces/{alexnet}/queries/top-ops", "/queries"):
+            assert c.get(f"{path}?token={token}").status_code == 401, path
+        assert c.post(f"/browser/link?token={token}").status_code == 401
+        # Forged, tampered, expired, made with another key, from too far ahead: refused.
+        later = browser_token.make("s3cret", 60, now=time.time() - 120)
+        for bad in (
+            "garbage",
+            "",
+            token[:-1] + ("0" if token[-1] != "0" else "1"),
+            later,
+            browser_token.make("other-key", 3600),
+            f"{int(time.time()) + 30 * 24 * 3600}.{token.partition('.')[2]}",
+        ):
+            assert c.get(f"/browser/guide.html?token={bad}").status_code == 401, bad
+    with make_client() as c:  # no key: the links need no token
+        link = c.post("/browser/link").json()
+        assert link == {
+            "play": ":play http://testserver/browser/guide.html",
+            "style": ":style http://testserver/browser/tracegraph.grass",
+            "expires_at": None,
+        }
+
+
+def test_browser_tokens_are_bound_to_key_and_time():
+    from tracegraph.api import browser_token
+
+    now = 1_800_000_000.0
+    token = browser_token.make("k", 600, now=now)
+    assert browser_token.valid("k", token, now=now) and browser_token.valid("k", token, now=now + 599)
+    assert not browser_token.valid("k", token, now=now + 600)
+    assert not browser_token.valid("other", token, now=now)
+    assert browser_token.expires_at(browser_token.make("k", 10**9, now=now)) == now + browser_token.MAX_LIFE_S
+    assert not browser_token.valid("k", "1." + token.partition(".")[2], now=now)
+    assert not browser_token.valid("k", "9" * 13 + ".x", now=now)
 
 
 # ---------------------------------------------------------------- docs

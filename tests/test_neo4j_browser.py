@@ -142,10 +142,12 @@ def test_preflight_needs_no_key_but_the_guide_does(kit, db_uri):
         assert r.status_code == 204 and r.headers["access-control-allow-origin"] == "*"
         denied = c.get("/browser/guide.html")  # the Browser can show it: it carries the CORS header too
         assert denied.status_code == 401 and denied.headers["access-control-allow-origin"] == "*"
-        page = c.get("/browser/guide.html?trace=kit-tf&key=k3y").text
+        assert c.get("/browser/guide.html?trace=kit-tf&key=k3y").status_code == 401  # never the key in a URL
+        token = c.post("/browser/link", headers={"Authorization": "Bearer k3y"}).json()["play"].split("token=")[1]
+        page = c.get(f"/browser/guide.html?trace=kit-tf&token={token}").text
         blocks = [b for _, bs in slides(page) for b in bs]
-        assert ":style http://testserver/browser/tracegraph.grass?key=k3y" in blocks
-        assert ":play http://testserver/browser/guide.html?trace=kit-pytorch&key=k3y" in blocks
+        assert f":style http://testserver/browser/tracegraph.grass?token={token}" in blocks
+        assert f":play http://testserver/browser/guide.html?trace=kit-pytorch&token={token}" in blocks
 
 
 # -- the sanitizer ---------------------------------------------------------------------
