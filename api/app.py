@@ -27,6 +27,7 @@ key is never taken from a URL.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -49,7 +50,7 @@ from tracegraph.api.deps import JSON_BODY_MAX, AppHolder, require_key
 from tracegraph.api.jobs import JobManager
 from tracegraph.api.models import CYPHER_VALUE, ErrorOut, ValidationErrorOut
 from tracegraph.api.settings import Settings
-from tracegraph.errors import UserError, first_line
+from tracegraph.errors import BadRequest, UserError, first_line
 from tracegraph.queries.health import health as database_health
 from tracegraph.queries.health import unreachable
 from tracegraph.queries.traces import sweep
@@ -262,8 +263,6 @@ class _JsonBodyLimit:
 
 # -- `tracegraph serve` --------------------------------------------------------
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 def serve(
     host: str = "127.0.0.1", port: int = 8000, db: str | None = None, *, log_level: str = "info", workers: int = 1
@@ -277,11 +276,8 @@ def serve(
     import uvicorn
 
     settings = Settings.from_env()
+    check_exposure(host, settings)
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
-    if host not in LOOPBACK and not settings.api_key:
-        log.warning(
-            "serving on %s without TRACEGRAPH_API_KEY: anyone who reaches this port can read and delete traces", host
-        )
     options: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -301,6 +297,32 @@ def serve(
     except SystemExit as e:  # uvicorn exits 3 when it cannot bind; the CLI says 1 for "could not do it"
         return 0 if e.code in (0, None) else 1
     return 0
+
+
+def check_exposure(host: str, settings: Settings) -> None:
+    """Refuse to listen beyond loopback without an API key.
+
+    Anyone who reaches such a port could read, ingest and delete every
+    trace; a warning in a log scrolls by unseen (in a container's above
+    all), so it is an error, unless ``TRACEGRAPH_ALLOW_NO_KEY=1`` says that
+    something in front authenticates (a reverse proxy that checks who
+    calls)."""
+    if settings.api_key or _loopback(host) or os.environ.get("TRACEGRAPH_ALLOW_NO_KEY") == "1":
+        return
+    raise BadRequest(
+        f"refusing to serve on {host} without TRACEGRAPH_API_KEY: anyone who reaches the port could read, "
+        "ingest and delete traces (set TRACEGRAPH_API_KEY; TRACEGRAPH_ALLOW_NO_KEY=1 only behind a proxy "
+        "that authenticates)"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
 
 
 def app_from_env() -> FastAPI:

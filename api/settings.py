@@ -2,7 +2,7 @@
 
 | variable | default | meaning |
 |---|---|---|
-| ``TRACEGRAPH_API_KEY`` | unset | when set, every route but ``/health`` needs ``Authorization: Bearer <key>`` |
+| ``TRACEGRAPH_API_KEY`` | unset | when set, every route but ``/health``, ``/docs`` and ``/openapi.json`` needs ``Authorization: Bearer <key>``; required to serve beyond loopback (``TRACEGRAPH_ALLOW_NO_KEY=1``: behind an authenticating proxy) |
 | ``TRACEGRAPH_MAX_UPLOAD_BYTES`` | 2 GiB | an upload whose files add up to more is refused with 413 |
 | ``TRACEGRAPH_SYNC_UPLOAD_BYTES`` | 16 MiB | uploads up to this size are ingested before the answer (201) ... |
 | ``TRACEGRAPH_SYNC_WAIT_S`` | 60 | ... when that takes less than this; otherwise the answer is a job (202) |

@@ -55,6 +55,12 @@ if [ -z "${TRACEGRAPH_TEST_NEO4J:-}" ] && [ -x "$NEO4J_HOME_DIR/start.sh" ]; the
     printf '%s\n' '# tracegraph tests/run.sh: keep few transaction logs' \
       'db.tx_log.rotation.retention_policy=2 files' 'db.tx_log.rotation.size=128M' >>"$conf"
   fi
+  # The hardening docker/compose.yaml gives Neo4j (README "Security"), so
+  # that the suite (the Browser's tests too) runs where production does.
+  if ! grep -q '^dbms.security.allow_csv_import_from_file_urls=' "$conf"; then
+    printf '%s\n' '# tracegraph tests/run.sh: as docker/compose.yaml' \
+      'dbms.security.allow_csv_import_from_file_urls=false' 'dbms.security.procedures.allowlist=' >>"$conf"
+  fi
   pid=$(cat "$NEO4J_HOME_DIR/run/neo4j.pid" 2>/dev/null || true)
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
     # A server stopped uncleanly replays its transaction logs first, which

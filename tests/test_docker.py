@@ -71,6 +71,10 @@ def test_compose_file_validates_and_wires_the_api_to_neo4j():
     env = neo4j["environment"]
     assert env["NEO4J_AUTH"] == "neo4j/change-me-please"  # from the env file
     assert "localhost" in env["NEO4J_browser_remote__content__hostname__allowlist"]
+    # Hardening: no file:/// by LOAD CSV, no plug-in procedure unless allow-listed (none by default).
+    assert env["NEO4J_dbms_security_allow__csv__import__from__file__urls"] == "false"
+    assert env["NEO4J_dbms_security_procedures_allowlist"] == ""
+    assert api["environment"]["TRACEGRAPH_API_KEY"] == "change-me-too"  # required (serve listens beyond loopback)
     assert api["build"]["dockerfile"] == "docker/Dockerfile" and Path(api["build"]["context"]) == ROOT
     assert api["environment"]["TRACEGRAPH_DB"] == "neo4j://neo4j:7687"
     assert api["environment"]["NEO4J_PASSWORD"] == "change-me-please"
@@ -104,9 +108,11 @@ def test_the_cluster_profile_adds_a_dask_scheduler_workers_and_a_client():
     assert {s["image"] for s in (scheduler, worker, client)} == {services["tracegraph"]["image"]}
 
 
-def test_compose_refuses_a_missing_password(tmp_path):
+@pytest.mark.parametrize("missing", ["NEO4J_PASSWORD", "TRACEGRAPH_API_KEY"])
+def test_compose_refuses_a_missing_password_or_key(tmp_path, missing):
     env = tmp_path / "empty.env"
-    env.write_text("NEO4J_PASSWORD=\n")
+    values = {"NEO4J_PASSWORD": "p4ssword", "TRACEGRAPH_API_KEY": "k", missing: ""}
+    env.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     proc = subprocess.run(
         [compose(), "-f", str(DOCKER / "compose.yaml"), "--env-file", str(env), "config", "-q"],
         capture_output=True,
@@ -114,7 +120,7 @@ def test_compose_refuses_a_missing_password(tmp_path):
         timeout=120,
         cwd=ROOT,
     )
-    assert proc.returncode != 0 and "NEO4J_PASSWORD" in proc.stderr
+    assert proc.returncode != 0 and missing in proc.stderr
 
 
 def test_dockerfile_lints_clean():

@@ -126,3 +126,30 @@ def test_serve_port_in_use_exits_1_and_leaves_nothing(tmp_path):
     while redis_servers_for(home) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert redis_servers_for(home) == []
+
+
+def test_serve_beyond_loopback_refuses_to_start_without_a_key(tmp_path, monkeypatch):
+    """A port beyond loopback without TRACEGRAPH_API_KEY would hand every
+    trace to whoever reaches it: serve exits 1 in one line before it binds
+    anything; loopback needs no key, and TRACEGRAPH_ALLOW_NO_KEY=1 (an
+    authenticating proxy in front) lets it start."""
+    from tracegraph.api.app import check_exposure
+    from tracegraph.api.settings import Settings
+    from tracegraph.errors import BadRequest
+
+    proc = run_cli("serve", "--host", "0.0.0.0", "--port", "1", home=tmp_path / "home", env={"TRACEGRAPH_API_KEY": ""})
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "tracegraph: error: refusing to serve on 0.0.0.0 without TRACEGRAPH_API_KEY"
+    ), proc.stderr
+    assert not (tmp_path / "home" / "falkordb").exists()  # nothing started
+    monkeypatch.delenv("TRACEGRAPH_ALLOW_NO_KEY", raising=False)
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"):
+        check_exposure(host, Settings())
+    for host in ("0.0.0.0", "::", "10.1.2.3", "tracegraph.example.com"):
+        with pytest.raises(BadRequest, match="without TRACEGRAPH_API_KEY"):
+            check_exposure(host, Settings())
+        check_exposure(host, Settings(api_key="k"))
+    monkeypatch.setenv("TRACEGRAPH_ALLOW_NO_KEY", "1")
+    check_exposure("0.0.0.0", Settings())
