@@ -62,6 +62,9 @@ log = logging.getLogger("tracegraph.api")
 def create_app(db_uri: str | None = None, settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     holder = GraphHolder(db_uri)
+    # Two identities where the database has them (README "Security"): the
+    # routes that only read go through TRACEGRAPH_DB_READ's.
+    reader = GraphHolder(settings.read_db) if settings.read_db else holder
 
     def clean_up() -> None:
         with holder.use() as graph:
@@ -72,11 +75,15 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(holder.open)
+        if reader is not holder:
+            await run_in_threadpool(reader.open)
         try:
             yield
         finally:
             await run_in_threadpool(jobs.shutdown)
             await run_in_threadpool(holder.close)
+            if reader is not holder:
+                await run_in_threadpool(reader.close)
 
     app = FastAPI(
         title="tracegraph",
@@ -96,6 +103,7 @@ def create_app(db_uri: str | None = None, settings: Settings | None = None) -> F
         ),
     )
     app.state.graph = holder
+    app.state.read_graph = reader
     app.state.jobs = jobs
     app.state.settings = settings
     app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]

@@ -42,8 +42,17 @@ def get_holder(request: Request) -> GraphHolder:
 
 
 def get_graph(request: Request) -> Iterator[Graph]:
-    """The database connection for one request (dropped when the request
-    loses the database, so that the next one connects again)."""
+    """The database connection for one request that only reads: as the
+    reading identity when ``TRACEGRAPH_DB_READ`` names one (dropped when
+    the request loses the database, so that the next one connects again)."""
+    reader: GraphHolder = request.app.state.read_graph
+    with reader.use() as graph:
+        yield graph
+
+
+def get_write_graph(request: Request) -> Iterator[Graph]:
+    """The database connection for one request that writes (the identity
+    of ``--db`` / ``TRACEGRAPH_DB``)."""
     with get_holder(request).use() as graph:
         yield graph
 
@@ -54,7 +63,8 @@ def get_jobs(request: Request) -> JobManager:
 
 
 # What routes declare.
-AppGraph = Annotated[Graph, Depends(get_graph)]
+AppGraph = Annotated[Graph, Depends(get_graph)]  # reads
+AppWriteGraph = Annotated[Graph, Depends(get_write_graph)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 AppJobs = Annotated[JobManager, Depends(get_jobs)]
 AppHolder = Annotated[GraphHolder, Depends(get_holder)]

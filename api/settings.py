@@ -12,6 +12,7 @@
 | ``TRACEGRAPH_QUERY_TIMEOUT_MS`` | 300000 | time limit of one catalog analysis, from request to last row |
 | ``TRACEGRAPH_JOBS_KEPT`` | 1000 | finished ingest jobs remembered for ``GET /jobs/{id}`` (in the database, for every API process) |
 | ``TRACEGRAPH_BROWSER_LINK_S`` | 43200 | how long a Neo4j Browser link from ``POST /browser/link`` opens the guide (seconds, at most a week) |
+| ``TRACEGRAPH_DB_READ`` | unset | a second database URI, the same database as a user that may only read it: every route that only reads (traces, analyses, ``/cypher``, what-if, the guide, the web UI's reads) uses it; ingest and delete use ``--db`` / ``TRACEGRAPH_DB`` |
 | ``TRACEGRAPH_JOB_STALE_S`` | 30 | an unfinished job whose API process has not been heard from for this long is reported failed (api/jobs.py); the same for every process of a deployment |
 """
 
@@ -53,6 +54,7 @@ class Settings:
     job_stale_s: float = 30.0
     max_upload_files: int = 16
     browser_link_s: int = 12 * 3600
+    read_db: str | None = None
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -68,6 +70,7 @@ class Settings:
             jobs_kept=_int("TRACEGRAPH_JOBS_KEPT", cls.jobs_kept),
             job_stale_s=float(_int("TRACEGRAPH_JOB_STALE_S", int(cls.job_stale_s))),
             browser_link_s=_int("TRACEGRAPH_BROWSER_LINK_S", cls.browser_link_s),
+            read_db=os.environ.get("TRACEGRAPH_DB_READ") or None,
         )
         known = {f.name for f in fields(cls)}
         for k, v in overrides.items():

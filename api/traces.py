@@ -14,7 +14,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from tracegraph.api.connection import GraphHolder
-from tracegraph.api.deps import AppGraph, AppHolder, AppJobs, AppSettings
+from tracegraph.api.deps import AppGraph, AppHolder, AppJobs, AppSettings, AppWriteGraph
 from tracegraph.api.jobs import DONE, FAILED, Job
 from tracegraph.api.models import JobOut, error_responses
 from tracegraph.api.uploads import Upload, read_upload
@@ -52,7 +52,7 @@ def get_trace(trace: str, graph: AppGraph) -> TraceSummary:
 @router.delete(
     "/traces/{trace}", response_model=DroppedTrace, responses=error_responses(404, 503), summary="Delete a trace"
 )
-def delete_trace(trace: str, graph: AppGraph) -> DroppedTrace:
+def delete_trace(trace: str, graph: AppWriteGraph) -> DroppedTrace:
     return drop_trace(graph, trace)
 
 

@@ -807,3 +807,30 @@ def test_the_documented_trace_name_pattern_is_the_servers_rule(client):
         for name in (chr(c), f"a{chr(c)}b", f"{chr(c)}ab", f"ab{chr(c)}"):
             assert validator.is_valid(name) == server_takes(name), (hex(c), name)
     assert not validator.is_valid("") and not validator.is_valid(" ")
+
+
+@pytest.mark.neo4j
+def test_reads_go_through_the_reading_identity_and_writes_through_the_writer(tg_home):
+    """TRACEGRAPH_DB_READ: the routes that only read use it, ingest and
+    delete use the writer's. Shown with two databases that tell them apart
+    (the writer the embedded one, the reader Neo4j): a trace uploaded is in
+    the writer only, so every read route answers as the reader, and the
+    delete finds it."""
+    from conftest import NEO4J_URI, NO_NEO4J
+
+    if not NEO4J_URI:
+        pytest.skip(NO_NEO4J)
+    name = f"two-identities-{time.monotonic_ns()}"
+    with TestClient(create_app("embedded", Settings(read_db=NEO4J_URI))) as c:
+        r = upload(c, name, SEED_STEPSTATS)
+        assert r.status_code == 201, r.text
+        assert name not in trace_names(c)
+        assert c.get(f"/traces/{name}").status_code == 404
+        assert c.get(f"/traces/{name}/queries/top-ops").status_code == 404
+        r = c.post(
+            "/cypher", json={"query": "MATCH (t:Trace) WHERE t.trace = $n RETURN count(t)", "params": {"n": name}}
+        )
+        assert r.status_code == 200 and r.json()["rows"] == [[0]]
+        assert c.get("/health").json()["backend"] == "embedded"  # the writer's
+        r = c.delete(f"/traces/{name}")
+        assert r.status_code == 200 and r.json()["deleted_nodes"] > 0
