@@ -54,8 +54,9 @@ def detect(path: Path) -> str:
     head = source.head(path)
     if not head.strip():
         raise InputError(path, "empty file")
+    content = source.unzipped_head(head)  # (a gzipped file is sniffed by its content)
     for name in formats.names():
-        if formats.get(name).sniff(head):
+        if formats.get(name).sniff(content):
             return name
     if head[:2] == b"\x1f\x8b":
         what = "gzip-compressed data of no supported format"

@@ -7,6 +7,13 @@ a line past :data:`~tracegraph.ingest.limits.MAX_LINE_BYTES` (line formats
 are streamed, so the rest of such a line is never read), binary content in
 a text format (a NUL byte), and text that is not UTF-8. Errors are one line
 naming the file and, where there is one, the line.
+
+A gzipped file is read as its content (:func:`read_text`, :func:`lines`,
+:func:`read_content`), whatever the format: people compress every kind of
+trace. Its content is held to the format's size limit as it is
+decompressed, so a small file that expands without end (a gzip bomb) is
+refused once past the limit, never held whole; a gzip stream that ends
+early is a truncated file.
 """
 
 from __future__ import annotations
@@ -79,6 +86,72 @@ def unzipped_head(head: bytes) -> bytes:
     return head
 
 
+def gunzip(path: Path, raw: bytes, fmt: str) -> bytes:
+    """Every gzip member of ``raw``, decompressed, within ``fmt``'s size
+    limit (TooLarge past it, before more is decompressed)."""
+    out = bytearray()
+    for piece in _gunzipped(path, [raw], fmt):
+        out += piece
+    return bytes(out)
+
+
+def _gunzipped(path: Path, blocks: Iterator[bytes] | list[bytes], fmt: str) -> Iterator[bytes]:
+    """The decompressed content of the gzip file whose bytes come in
+    ``blocks`` (several members one after the other, as ``cat`` of gzip
+    files makes; trailing NUL padding ignored), a piece at a time."""
+    limit = MAX_FILE_BYTES[fmt]
+    total = 0
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    pending = b""
+    try:
+        for block in blocks:
+            pending += block
+            while pending:
+                if d.eof:  # the next member (or padding)
+                    if not pending.strip(b"\0"):
+                        pending = b""
+                        break
+                    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                piece = d.decompress(pending, _BLOCK)
+                pending = d.unconsumed_tail or d.unused_data
+                total += len(piece)
+                if total > limit:
+                    raise TooLarge(path, f"more than the {fmt} size limit of {human(limit)} (decompressed)")
+                if piece:
+                    yield piece
+                elif not d.unconsumed_tail and not d.eof:
+                    break  # needs more input
+    except zlib.error as e:
+        raise InputError(path, f"not a valid gzip file: {e}") from None
+    if not d.eof:
+        raise InputError(path, "gzip stream ends early (truncated file)")
+
+
+def _raw_blocks(path: Path, fmt: str) -> Iterator[bytes]:
+    """The file's bytes a block at a time, after the size check."""
+    with open_binary(path, fmt) as f:
+        while True:
+            try:
+                block = f.read(_BLOCK)
+            except OSError as exc:
+                raise _cannot_read(path, exc) from None
+            if not block:
+                return
+            yield block
+
+
+def _content_blocks(path: Path, fmt: str) -> Iterator[bytes]:
+    """The file's content a block at a time: decompressed when it is gzip."""
+    if head(path).startswith(GZIP_MAGIC):
+        return _gunzipped(path, _raw_blocks(path, fmt), fmt)
+    return _raw_blocks(path, fmt)
+
+
+def gzipped(path: Path) -> bool:
+    """Does the file start with the gzip magic?"""
+    return head(path).startswith(GZIP_MAGIC)
+
+
 def head_lines(head: bytes) -> list[str] | None:
     """The complete, non-empty lines of a file's head (stripped), or None
     when the head is not UTF-8 text (or holds a NUL byte).
@@ -132,12 +205,23 @@ def read_bytes(path: Path, fmt: str) -> bytes:
         raise _cannot_read(path, exc) from None
 
 
+def read_content(path: Path, fmt: str) -> bytes:
+    """The whole file, after the size check: its content when gzipped
+    (decompressed within the size limit), else its bytes."""
+    if gzipped(path):
+        return gunzip(path, read_bytes(path, fmt), fmt)
+    return read_bytes(path, fmt)
+
+
 def read_text(path: Path, fmt: str) -> str:
-    """The whole file as UTF-8 text, after the size check and a look at its
-    head for binary content (so a large binary file is refused unread)."""
+    """The whole file (its content when gzipped) as UTF-8 text, after the
+    size check and a look at its head for binary content (so a large
+    binary file is refused unread)."""
     check_size(path, fmt)
-    _binary(path, head(path), fmt)
-    data = read_bytes(path, fmt)
+    first = head(path)
+    if not first.startswith(GZIP_MAGIC):
+        _binary(path, first, fmt)
+    data = read_content(path, fmt)
     _binary(path, data, fmt)
     return _decode(path, data)
 
@@ -146,26 +230,21 @@ def lines(path: Path, fmt: str) -> Iterator[str]:
     """The file's lines as ``text.split("\\n")`` would give them (so the
     last one is ``""`` when the file ends with a newline), read a block at
     a time: a line longer than :data:`MAX_LINE_BYTES` is TooLarge, a NUL byte
-    or bytes that are not UTF-8 an InputError, each naming the line."""
-    with open_binary(path, fmt) as f:
-        number = 1  # of the first line not yet yielded
-        carry = b""
-        while True:
-            try:
-                block = f.read(_BLOCK)
-            except OSError as exc:
-                raise _cannot_read(path, exc) from None
-            if not block:
-                break
-            parts = (carry + block).split(b"\n")
-            carry = parts.pop()
-            for raw in parts:
-                yield _line(path, raw, fmt, number)
-                number += 1
-            if len(carry) > MAX_LINE_BYTES:
-                _binary(path, carry, fmt, number)  # binary content is the better news
-                raise _long_line(path, number)
-        yield _line(path, carry, fmt, number)
+    or bytes that are not UTF-8 an InputError, each naming the line. A
+    gzipped file's lines are its content's, decompressed as they are read."""
+    check_size(path, fmt)
+    number = 1  # of the first line not yet yielded
+    carry = b""
+    for block in _content_blocks(path, fmt):
+        parts = (carry + block).split(b"\n")
+        carry = parts.pop()
+        for raw in parts:
+            yield _line(path, raw, fmt, number)
+            number += 1
+        if len(carry) > MAX_LINE_BYTES:
+            _binary(path, carry, fmt, number)  # binary content is the better news
+            raise _long_line(path, number)
+    yield _line(path, carry, fmt, number)
 
 
 def _line(path: Path, raw: bytes, fmt: str, number: int) -> str:

@@ -36,6 +36,7 @@ from test_every_seed import _expected_gaps, _params
 from tracegraph.errors import InputError, TooLarge
 from tracegraph.ingest import formats, source
 from tracegraph.ingest.formats.xplane import trace as xplane
+from tracegraph.ingest.limits import MAX_FILE_BYTES
 from tracegraph.ingest.pipeline import detect, ingest, parse_files
 from tracegraph.queries.catalog import catalog
 from tracegraph.queries.run import run_analysis
@@ -552,8 +553,10 @@ def test_captures_with_nothing_to_read(tmp_path):
 def test_gzip_past_the_limit(tmp_path, monkeypatch):
     path = tmp_path / "big.xplane.pb.gz"
     path.write_bytes(gzip.compress(gpu_capture()))
-    monkeypatch.setattr(xplane, "MAX_BYTES", 100)
-    with pytest.raises(TooLarge, match=r"more than the xplane size limit of 100 bytes \(decompressed\)"):
+    limit = path.stat().st_size + 1  # the file itself fits; what it expands to does not
+    assert len(gpu_capture()) > limit
+    monkeypatch.setitem(MAX_FILE_BYTES, "xplane", limit)
+    with pytest.raises(TooLarge, match=rf"more than the xplane size limit of {limit:,} bytes \(decompressed\)"):
         xplane.parse(path)
 
 

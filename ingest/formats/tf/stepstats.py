@@ -235,14 +235,14 @@ def read_step_stats(path: Path, *, fast: bool = True) -> step_stats_pb2.StepStat
     ``text_format.Parse`` otherwise or when the fast reader declines.
     """
     size = source.check_size(path, FORMAT.name)
-    head = source.head(path)
+    head = source.unzipped_head(source.head(path))  # (gzipped: its content's head)
     if not head.strip() and size <= len(head):
         raise InputError(path, "empty file")
     if _TEXT_HEAD.match(head):
         return _read_text(path, source.read_text(path, FORMAT.name), fast=fast)
     if head[:1] != b"\x0a":
         raise InputError(path, _NOT_STEPSTATS)
-    return _read_binary(path, source.read_bytes(path, FORMAT.name))
+    return _read_binary(path, source.read_content(path, FORMAT.name))
 
 
 def _read_text(path: Path, text: str, *, fast: bool = True) -> step_stats_pb2.StepStats:

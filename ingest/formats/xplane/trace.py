@@ -137,10 +137,9 @@ protobuf for .gz).
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
-from tracegraph.errors import InputError, TooLarge, first_line
+from tracegraph.errors import InputError
 from tracegraph.ingest import source
 from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins
 from tracegraph.ingest.formats.xplane.capture import HOST_PLANE, TASK_PLANE, Capture, malformed
@@ -152,18 +151,15 @@ from tracegraph.ingest.formats.xplane.launches import link_kernels, nest
 from tracegraph.ingest.formats.xplane.messages import XSpace, read_space
 from tracegraph.ingest.formats.xplane.wire import Malformed, varint
 from tracegraph.ingest.frames import TraceFrames
-from tracegraph.ingest.limits import MAX_FILE_BYTES, human
 
 FORMAT = FormatInfo(
     "xplane", "tensorflow", Joins.ALONE, "TensorFlow 2 / JAX profiler capture (XPlane protobuf, .xplane.pb)"
 )
 
 
-MAX_BYTES = MAX_FILE_BYTES[FORMAT.name]
 # An XSpace's first byte: one of its fields 1-4 (planes, errors, warnings,
 # hostnames), all length-delimited.
 _XSPACE_TAGS = (0x0A, 0x12, 0x1A, 0x22)
-_CHUNK = 64 << 20  # decompressed bytes per zlib call
 
 
 # --- detection and reading -------------------------------------------------------------------
@@ -215,27 +211,7 @@ def read_bytes(path: Path) -> bytes:
 
 def _gunzip(path: Path, raw: bytes) -> bytes:
     """Every gzip member of ``raw``, decompressed, within the size limit."""
-    out = bytearray()
-    rest = memoryview(raw)
-    try:
-        while True:
-            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            pending: bytes | memoryview = rest
-            while True:
-                piece = d.decompress(pending, _CHUNK)
-                out += piece
-                if len(out) > MAX_BYTES:
-                    raise TooLarge(path, f"more than the {FORMAT.name} size limit of {human(MAX_BYTES)} (decompressed)")
-                pending = d.unconsumed_tail
-                if d.eof or (not pending and len(piece) < _CHUNK):
-                    break
-            if not d.eof:
-                raise InputError(path, "gzip stream ends early (truncated file)")
-            rest = memoryview(d.unused_data)
-            if not bytes(rest).strip(b"\0"):
-                return bytes(out)
-    except zlib.error as e:
-        raise InputError(path, f"not a valid gzip file: {first_line(e)}") from None
+    return source.gunzip(path, raw, FORMAT.name)
 
 
 def parse(path: Path) -> TraceFrames:
