@@ -458,7 +458,7 @@ class EmbeddedServer:
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and self._stopping(pid):
             time.sleep(0.02)
-        if self._stopping(pid):
+        if pid is not None and self._stopping(pid):
             # Still there: stuck in a command (a wedged server's SHUTDOWN
             # waits behind it forever, issue 51).
             self._kill(pid)
@@ -469,8 +469,21 @@ class EmbeddedServer:
         never runs: its shutdown waits on the main thread); then wait until
         it is gone and remove the socket file it leaves behind, so that
         the next server's start finds nothing in its way. What the server
-        had fsynced is kept: the append-only file is fsynced every second."""
-        if pid is None or not processes.runs(pid):
+        had fsynced is kept: the append-only file is fsynced every second.
+
+        A server whose process cannot be found (no pid file, or its pid
+        now another program's) while something still listens on the
+        socket is refused in one line, never stepped around: a new server
+        beside it would share its data files."""
+        if pid is None:
+            if self._running():
+                raise DatabaseError(
+                    f"the embedded FalkorDB server on {self.socket} does not answer and its process cannot be "
+                    f"found (no valid {self.data_dir / 'server.pid'}): stop it yourself"
+                )
+            self.socket.unlink(missing_ok=True)
+            return
+        if not processes.runs(pid):
             self.socket.unlink(missing_ok=True)
             return
         for sig in (signal.SIGTERM, signal.SIGKILL):
