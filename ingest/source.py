@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracegraph.errors import InputError, TooLarge
+from tracegraph.errors import InputError, TooLarge, first_line
 from tracegraph.ingest.limits import MAX_FILE_BYTES, MAX_LINE_BYTES, SNIFF_BYTES, human
 
 # Line formats are read in blocks of this size (a line longer than
@@ -122,7 +122,7 @@ def _gunzipped(path: Path, blocks: Iterator[bytes] | list[bytes], fmt: str) -> I
                 elif not d.unconsumed_tail and not d.eof:
                     break  # needs more input
     except zlib.error as e:
-        raise InputError(path, f"not a valid gzip file: {e}") from None
+        raise InputError(path, f"not a valid gzip file: {first_line(e)}") from None
     if not d.eof:
         raise InputError(path, "gzip stream ends early (truncated file)")
 

@@ -65,7 +65,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tracegraph import processes
-from tracegraph.db.falkor_wait import PING_TIMEOUT_S, wedged_after
+from tracegraph.db.falkor_wait import ping, probe_client, wedged_after
 from tracegraph.errors import DatabaseError
 
 START_TIMEOUT_S = float(os.environ.get("TRACEGRAPH_START_TIMEOUT", "120"))
@@ -292,19 +292,9 @@ class EmbeddedServer:
         """A ping within PING_TIMEOUT_S: True when the server serves it;
         False when it says it cannot now (BUSY in a script, LOADING): it
         is there and reading; None when it says nothing at all."""
-        client = redis.Redis(
-            unix_socket_path=str(self.socket),
-            socket_timeout=PING_TIMEOUT_S,
-            socket_connect_timeout=PING_TIMEOUT_S,
-            retry=Retry(NoBackoff(), 0),
-            protocol=2,
-        )
+        client = probe_client({"unix_socket_path": str(self.socket)})
         try:
-            return bool(client.ping())
-        except (redis.ConnectionError, redis.TimeoutError):
-            return None
-        except redis.ResponseError:
-            return False
+            return ping(client)
         finally:
             client.close()
 

@@ -180,19 +180,22 @@ class FalkorGraph(Graph):
     def _run(
         self, query: str, params: dict[str, Any], trace: str | None, write: bool, timeout_ms: int | None
     ) -> Result:
+        return self._query(self._graph_key(trace), query, params, write=write, timeout_ms=timeout_ms)
+
+    def _graph_key(self, trace: str | None) -> str:
+        """The graph a statement about ``trace`` runs on: the trace's (NotFound
+        when it has none), else the catalog's."""
         if trace is None:
-            return self._query(self.prefix, query, params, write=write, timeout_ms=timeout_ms)
+            return self.prefix
         key = self._trace_key(trace)
         if not self._redis.exists(key):
             raise NotFound(f"no trace named {trace!r}")
-        return self._query(key, query, params, write=write, timeout_ms=timeout_ms)
+        return key
 
     def _plan(self, query: str, params: dict[str, Any], trace: str | None, timeout_ms: int | None) -> list[PlanStep]:
         from tracegraph.db.falkor_plan import plan_steps
 
-        key = self.prefix if trace is None else self._trace_key(trace)
-        if trace is not None and not self._redis.exists(key):
-            raise NotFound(f"no trace named {trace!r}")
+        key = self._graph_key(trace)
         text = _with_params(query, _clean(params)) if params else query
 
         def explain() -> list[str]:

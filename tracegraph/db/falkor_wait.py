@@ -63,6 +63,31 @@ class ServerWedged(DatabaseError):
     """The server stopped answering: no reply to a ping for the wedge time."""
 
 
+def probe_client(address: dict[str, Any]) -> redis.Redis:
+    """A client for pings alone: plain connections (a ping never waits on
+    the liveness it measures), each call bounded by PING_TIMEOUT_S."""
+    return redis.Redis(
+        **address,
+        socket_timeout=PING_TIMEOUT_S,
+        socket_connect_timeout=PING_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+        protocol=2,  # (as the client's own connections: no HELLO at connect)
+    )
+
+
+def ping(client: redis.Redis) -> bool | None:
+    """One ping through ``client`` (:func:`probe_client`): True when the
+    server serves it; False when it answers that it cannot now (BUSY,
+    LOADING, NOAUTH: it is there and reading); None when it says nothing
+    within the timeout (or nothing listens)."""
+    try:
+        return bool(client.ping())
+    except (redis.ConnectionError, redis.TimeoutError):
+        return None
+    except redis.ResponseError:
+        return False
+
+
 class Liveness:
     """Does the server at ``address`` still answer? Asked by pings on a
     client of its own (plain connections: a ping never waits on itself).
@@ -88,13 +113,7 @@ class Liveness:
         self.wedged_after = wedged_after()
         self._ready = ready
         self._on_wedged = on_wedged
-        self._probe = redis.Redis(
-            **address,
-            socket_timeout=PING_TIMEOUT_S,
-            socket_connect_timeout=PING_TIMEOUT_S,
-            retry=Retry(NoBackoff(), 0),
-            protocol=2,  # (as the client's own connections: no HELLO at connect)
-        )
+        self._probe = probe_client(address)
         self._lock = threading.Lock()
 
     def answers(self) -> bool:
@@ -103,13 +122,7 @@ class Liveness:
         if self._ready is not None and not self._ready():
             return True
         with self._lock:
-            try:
-                self._probe.ping()
-            except (redis.ConnectionError, redis.TimeoutError):
-                return False
-            except redis.ResponseError:
-                return True
-            return True
+            return ping(self._probe) is not None
 
     def wait_readable(self, conn: Connection) -> None:
         """Return once ``conn`` has a reply to read (or was closed: reading
