@@ -39,6 +39,7 @@ MAX_LINE_BYTES = 1 * MiB
 MAX_FILE_BYTES: dict[str, int] = {
     "pytorch-kineto": 4 * GiB,  # streamed event by event; decompressed size for .gz
     "pytorch-et": 2 * GiB,  # one JSON document, read whole; decompressed size for .gz
+    "chrome-trace": 1 * GiB,  # one JSON document, read whole; decompressed size for .gz
     "xplane": 2 * GiB,  # read whole (protobuf's own limit); decompressed size for .gz
     "tf-stepstats": 1 * GiB,  # read whole; protobuf cannot parse a binary message over 2 GiB anyway
     "megengine-profile": 512 * MiB,  # one JSON document, read whole

@@ -24,7 +24,7 @@ op listing adds shapes and control inputs to StepStats; an Execution Trace
 adds tensors and dependencies to a Kineto trace).
 
 A format with helpers of its own is a subpackage (``tf/``, ``kineto/``,
-``xplane/``).
+``xplane/``, ``chrome/``).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class DetailFormat(Format, Protocol):
 _MODULES = {
     "pytorch-kineto": "kineto.trace",
     "pytorch-et": "kineto.et",
+    "chrome-trace": "chrome.trace",
     "xplane": "xplane.trace",
     "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
@@ -97,11 +98,19 @@ if TYPE_CHECKING:
     # The modules are imported on demand (above); here mypy checks that
     # each one implements its protocol.
     from tracegraph.ingest.formats import chainer_graph, megengine_profile
+    from tracegraph.ingest.formats.chrome import trace as chrome_trace
     from tracegraph.ingest.formats.kineto import et as kineto_et
     from tracegraph.ingest.formats.kineto import trace as kineto_trace
     from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
     from tracegraph.ingest.formats.xplane import trace as xplane_trace
 
-    _CHECKED: tuple[Format, ...] = (chainer_graph, megengine_profile, opnames, stepstats, xplane_trace)
+    _CHECKED: tuple[Format, ...] = (
+        chainer_graph,
+        chrome_trace,
+        megengine_profile,
+        opnames,
+        stepstats,
+        xplane_trace,
+    )
     _CHECKED_RUN: RunFormat = kineto_trace
     _CHECKED_DETAIL: tuple[DetailFormat, ...] = (oplist, kineto_et)

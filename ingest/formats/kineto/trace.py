@@ -118,6 +118,7 @@ without ``dur`` or with a negative one, a ``[memory]`` record without
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -138,15 +139,27 @@ NAME = FORMAT.name
 
 
 def sniff(head: bytes) -> bool:
-    """A JSON object with Kineto's keys (gzipped or not)."""
+    """A JSON object with Kineto's keys, or a ``traceEvents`` list holding
+    Kineto's categories (gzipped or not). Other Chrome traces (JAX,
+    TensorFlow, PaddlePaddle, ...) are ``chrome-trace``'s: PaddlePaddle's
+    header has a ``schemaVersion`` too, but also its ``span_indx``."""
     text = source.unzipped_head(head).lstrip()
-    if not text.startswith(b"{"):
+    if not text.startswith(b"{") or _PADDLE_HEADER.search(text):
         return False
-    if b'"traceEvents"' in text:
+    if b'"traceEvents"' in text and _KINETO_CATEGORY.search(text):
         return True
-    return b'"schemaVersion"' in text and any(
-        k in text for k in (b'"deviceProperties"', b'"distributedInfo"', b'"baseTimeNanoseconds"')
+    return b'"schemaVersion"' in text and (
+        b'"traceEvents"' in text
+        or any(k in text for k in (b'"deviceProperties"', b'"distributedInfo"', b'"baseTimeNanoseconds"'))
     )
+
+
+# The categories only Kineto writes (older traces: Operator, Runtime, Kernel, Memcpy, Memset).
+_KINETO_CATEGORY = re.compile(
+    rb'"cat"\s*:\s*"(cpu_op|cuda_runtime|cuda_driver|user_annotation|python_function|gpu_memcpy|gpu_memset'
+    rb"|kernel|cuda_sync|ac2g|gpu_user_annotation|Operator|Runtime|Kernel|Memcpy|Memset|Trace)" + rb'"'
+)
+_PADDLE_HEADER = re.compile(rb'"span_ind(x|ex)"\s*:')
 
 
 def parse(path: Path) -> TraceFrames:

@@ -9,6 +9,7 @@ const FORMATS = [
   "auto",
   "pytorch-kineto",
   "pytorch-et",
+  "chrome-trace",
   "xplane",
   "tf-stepstats",
   "tf-oplist",
