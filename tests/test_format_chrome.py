@@ -203,19 +203,19 @@ def test_begin_end_pairs_instants_and_nesting(tmp_path):
             {"ph": "E", "pid": 1, "tid": 1, "ts": 30},
             {"ph": "E", "pid": 1, "tid": 1, "ts": 31},
             {"ph": "B", "name": "never closed", "pid": 1, "tid": 2, "ts": 40},
-            {"ph": "C", "name": "mem", "pid": 1, "ts": 5, "args": {"bytes": 10}},
+            {"ph": "C", "name": "fps", "pid": 1, "ts": 5, "args": {"value": 60}},
         ],
     )
     tf = chrome.parse(p)
     ops = tf.ops.set_index("name")
     assert list(tf.ops["name"]) == ["step", "inner", "mark"]
-    # The origin is the first span or instant read (the skipped counter at 5 us is not).
+    # The origin is the first span or instant read (the counter at 5 us, not memory, is skipped).
     assert ops.loc["step", "start_us"] == 0.0 and ops.loc["step", "dur_us"] == 20.0
     assert ops.loc["inner", "dur_us"] == 2.5 and ops.loc["inner", "parent"] == ops.loc["step", "uid"]
     assert json.loads(ops.loc["inner", "attrs"])["a"] == 1 and json.loads(ops.loc["inner", "attrs"])["b"] == 2
     assert ops.loc["mark", "parent"] == ops.loc["inner", "uid"] and ops.loc["mark", "role"] == "annotation"
     assert ops.loc["mark", "dur_us"] == 0.0
-    assert json.loads(tf.meta["skipped_events"]) == {"B never closed": 1, "C": 1, "E without B": 1}
+    assert json.loads(tf.meta["skipped_events"]) == {"B never closed": 1, "C values not memory": 1, "E without B": 1}
     assert tf.framework == "chrome"
 
 
@@ -324,6 +324,43 @@ def test_device_lanes_flows_and_bind_ids(tmp_path):
 
 def pd_isna(value) -> bool:
     return value is None or value != value
+
+
+MEMORY_COUNTER = [
+    {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "GPU 0"}},
+    {"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 1000, "dur": 50},
+    # live bytes 100, 300, 250, 50, 400 at 0, 10, 20, 30, 40 us after the span's start
+    *(
+        {"ph": "C", "name": "GPU memory", "pid": 2, "ts": 1000 + t, "args": {"bytes_in_use": v, "note": "x"}}
+        for t, v in ((0, 100), (10, 300), (20, 250), (30, 50), (40, 400))
+    ),
+]
+
+
+def test_memory_counters_become_an_allocator_timeline(tmp_path):
+    """Worked by hand: a rise allocates the difference; a fall frees the
+    most recent allocations first (splitting the last)."""
+    tf = chrome.parse(write(tmp_path, "mem.json", MEMORY_COUNTER))
+    assert tf.allocators[["name", "device"]].values.tolist() == [["GPU memory", "dev:/device:GPU:0"]]
+    never = float("inf")  # not freed within the trace
+    got = sorted(
+        (int(b), a, never if f is None or f != f else f)
+        for b, a, f in zip(tf.allocations["bytes"], tf.allocations["alloc_us"], tf.allocations["free_us"])
+    )
+    assert got == sorted([(50, 10.0, 20.0), (150, 10.0, 30.0), (50, 0.0, 30.0), (50, 0.0, never), (350, 40.0, never)])
+    assert json.loads(tf.meta["skipped_events"]) == {"C values not memory": 5}  # the "note" series
+
+
+def test_memory_counters_peak_on_both_engines(graph, tmp_path):
+    pipeline.ingest(graph, [write(tmp_path, "mem.json", MEMORY_COUNTER)], "chrome-mem")
+    rows = graph.run(
+        "MATCH (a:Allocator {trace: $trace}) RETURN a.name, a.peak_bytes, a.peak_us",
+        {"trace": "chrome-mem"},
+        trace="chrome-mem",
+    ).rows
+    assert rows == [["GPU memory", 400, 40.0]]
+    timeline = run_analysis(graph, "memory-timeline", "chrome-mem", {})
+    assert timeline.available
 
 
 @pytest.mark.parametrize(

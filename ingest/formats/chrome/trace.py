@@ -61,11 +61,17 @@ What becomes what:
   producers record none.
 * Times: ``ts`` and ``dur`` are microseconds with fractions, read exactly
   to the nanosecond (``displayTimeUnit`` only sets how viewers display them; it is kept as
-  ``meta_display_time_unit``), made microseconds since the first span or
-  instant read.
+  ``meta_display_time_unit``), made microseconds since the first span,
+  instant or memory counter value read.
+* Memory counters (``C`` events whose counter or series name says memory:
+  ``mem``, ``bytes``, ``alloc``, ``heap``; non-negative values) are
+  allocators, one per series (named by the counter, ``counter/key`` when
+  it has several), on the process's device, with the allocations whose
+  live bytes the series is (:mod:`.counters`): the memory analyses read
+  them like any allocator's.
 * Skipped, counted per phase (or category) in ``meta_skipped_events``
-  (JSON): Kineto's ``cuda_sync`` records, counters
-  (``C``), async events (``b``/``e``/``S``/``F``...), samples, object
+  (JSON): Kineto's ``cuda_sync`` records, the values of other counters,
+  async events (``b``/``e``/``S``/``F``...), samples, object
   events, flow steps, ``E`` without a ``B``, a ``B`` never closed, and
   empty ``{}`` events (written by JAX and PaddlePaddle at the list's end).
   The object form's other top-level keys with a short scalar value are
@@ -92,6 +98,7 @@ from typing import Any
 
 from tracegraph.errors import InputError
 from tracegraph.ingest import source
+from tracegraph.ingest.formats.chrome import counters
 from tracegraph.ingest.formats.chrome.load import FORMAT_NAME, Document, load
 from tracegraph.ingest.formats.chrome.producers import DEVICE_CATEGORIES, Producer, recognise
 from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, Role, is_communication_kernel, uid
@@ -175,6 +182,7 @@ class _Events:
     spans: list[Span] = field(default_factory=list)
     flows: list[Flow] = field(default_factory=list)
     bound: list[tuple[str, Any, int]] = field(default_factory=list)  # (out/in, bind_id, span position)
+    samples: list[counters.Sample] = field(default_factory=list)
     process_names: dict[Any, str] = field(default_factory=dict)
     process_labels: dict[Any, str] = field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
@@ -216,6 +224,13 @@ class _Events:
             elif ph in _INSTANT_PHASES:
                 t = _ns(path, i, e, "ts")
                 ev._span(i, e, pid, tid, t, t, instant=True)
+            elif ph == "C":
+                t = _ns(path, i, e, "ts")
+                name = str(e.get("name", ""))
+                if "id" in e:  # a counter's id makes it another series of the same name
+                    name = f"{name}[{e['id']}]"
+                for key, value in _args(e).items():
+                    ev.samples.append(counters.Sample(pid, name, str(key), t, value))
             elif ph in ("s", "f"):
                 key = (str(e.get("cat", "")), str(e.get("id", e.get("id2", ""))))
                 ev.flows.append(Flow(ph, key, pid, tid, _ns(path, i, e, "ts"), e.get("bp") == "e" or ph == "s"))
@@ -317,7 +332,9 @@ def _build(path: Path, doc: Document, ev: _Events, producer: Producer) -> TraceF
         for pid, n in names.items()
         if (d := device_of_process(n))
     }
-    origin = min((s.start for s in ev.spans), default=0)
+    memory = {k: v for k, v in counters.series(ev.samples).items() if counters.is_memory(k[1], k[2], v)}
+    ev.skipped["C values not memory"] += sum(len(v) for k, v in counters.series(ev.samples).items() if k not in memory)
+    origin = min([s.start for s in ev.spans] + [v[0].t for v in memory.values()], default=0)
 
     def us(t: int) -> float:
         return (t - origin) / 1000.0
@@ -382,8 +399,35 @@ def _build(path: Path, doc: Document, ev: _Events, producer: Producer) -> TraceF
             outside[device] = op_uid
             launch_uid = None
         b.kernel(_kernel_row(s, stream, op_uid, launch_uid, producer, us))
+    _allocations(b, memory, device_processes, us)
     b.meta.update(_meta(doc, ev, producer, sum(1 for s, _ in kernels if s.index not in launches)))
     return b.build()
+
+
+def _allocations(
+    b: FramesBuilder,
+    memory: dict[tuple[Any, str, str], list[counters.Sample]],
+    device_processes: dict[Any, str],
+    us: Any,
+) -> None:
+    """Each memory series as an allocator and its allocations (:mod:`.counters`)."""
+    keys_of: dict[tuple[Any, str], int] = defaultdict(int)
+    for pid, counter, _ in memory:
+        keys_of[(pid, counter)] += 1
+    for n, ((pid, counter, key), values) in enumerate(memory.items()):
+        name = counter if keys_of[(pid, counter)] == 1 else f"{counter}/{key}"
+        device = b.device(device_processes[pid]) if pid in device_processes else b.device(HOST_DEVICE, "CPU")
+        allocator = b.allocator(name, device, key=f"{pid}:{counter}:{key}")
+        for m, block in enumerate(counters.blocks(values)):
+            b.allocation(
+                {
+                    "uid": uid(Kind.ALLOCATION, n, m),
+                    "allocator": allocator,
+                    "bytes": block.bytes,
+                    "alloc_us": us(block.alloc),
+                    "free_us": us(block.free) if block.free is not None else None,
+                }
+            )
 
 
 def _stream_of(
@@ -616,8 +660,9 @@ def _meta(doc: Document, ev: _Events, producer: Producer, without_launch: int) -
     }
     if scalars:
         meta["file_keys"] = json.dumps(scalars, default=_json_value)
-    if ev.skipped:
-        meta["skipped_events"] = json.dumps(dict(sorted(ev.skipped.items())))
+    skipped = {k: v for k, v in sorted(ev.skipped.items()) if v}
+    if skipped:
+        meta["skipped_events"] = json.dumps(skipped)
     if doc.repaired:
         meta["closed_unterminated"] = doc.repaired
     return meta
