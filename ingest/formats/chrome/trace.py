@@ -229,11 +229,11 @@ class _Events:
                 name = str(e.get("name", ""))
                 if "id" in e:  # a counter's id makes it another series of the same name
                     name = f"{name}[{e['id']}]"
-                for key, value in _args(e).items():
-                    ev.samples.append(counters.Sample(pid, name, str(key), t, value))
+                for series, value in _args(e).items():
+                    ev.samples.append(counters.Sample(pid, name, str(series), t, value))
             elif ph in ("s", "f"):
-                key = (str(e.get("cat", "")), str(e.get("id", e.get("id2", ""))))
-                ev.flows.append(Flow(ph, key, pid, tid, _ns(path, i, e, "ts"), e.get("bp") == "e" or ph == "s"))
+                flow = (str(e.get("cat", "")), str(e.get("id", e.get("id2", ""))))
+                ev.flows.append(Flow(ph, flow, pid, tid, _ns(path, i, e, "ts"), e.get("bp") == "e" or ph == "s"))
             else:
                 ev.skipped[ph] += 1
         ev.skipped["B never closed"] += sum(len(s) for s in open_b.values())
