@@ -20,7 +20,7 @@ from tracegraph.api.models import JobOut, error_responses
 from tracegraph.api.uploads import Upload, read_upload
 from tracegraph.db.base import MAX_TRACE_NAME, check_trace_name, name_taken
 from tracegraph.errors import BadRequest, UserError, first_line
-from tracegraph.queries.ingest import format_names, prepare, store
+from tracegraph.queries.ingest import MAX_MARKER_CHARS, check_marker, format_names, prepare, store
 from tracegraph.queries.traces import describe_trace, drop_trace, list_traces, trace_exists
 from tracegraph.queries.types import DroppedTrace, TraceSummary, as_json
 
@@ -109,6 +109,14 @@ def upload_schema(max_files: int) -> dict[str, Any]:
                 "default": False,
                 "description": "overwrite a trace of that name (the text true or false)",
             },
+            "step_marker": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_MARKER_CHARS,
+                "description": "the ops that mark steps: a Python regular expression searched in op names, its "
+                "first group of digits the step's number (default: ProfilerStep#N, ProfileStep#N and JAX/TF "
+                "step annotations)",
+            },
             "files": {
                 "type": "array",
                 "minItems": 1,
@@ -151,7 +159,7 @@ async def upload(
         upload_dir=settings.upload_dir,
     )
     try:
-        trace, fmt, replace = _upload_fields(up.fields)
+        trace, fmt, replace, step_marker = _upload_fields(up.fields)
         if not up.files:
             raise HTTPException(422, "files: no files in the upload (send them in the multipart field 'files')")
         if not replace and await run_in_threadpool(_exists, holder, trace):
@@ -160,7 +168,10 @@ async def upload(
         up.cleanup()
         raise
     job, future = jobs.submit(
-        trace, [f.name for f in up.files], _ingest_work(holder, up, trace, fmt, replace), on_cancel=up.cleanup
+        trace,
+        [f.name for f in up.files],
+        _ingest_work(holder, up, trace, fmt, replace, step_marker),
+        on_cancel=up.cleanup,
     )
     if up.total_bytes <= settings.sync_upload_bytes and settings.sync_wait_s > 0:
         await run_in_threadpool(concurrent.futures.wait, [future], settings.sync_wait_s)
@@ -201,7 +212,7 @@ def _exists(holder: GraphHolder, trace: str) -> bool:
         return trace_exists(graph, trace)
 
 
-def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
+def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool, str | None]:
     """The form's fields as upload_schema() declares them; BadRequest (422) otherwise."""
     trace = fields.get("trace", "")
     if not trace:
@@ -216,10 +227,15 @@ def _upload_fields(fields: dict[str, str]) -> tuple[str, str, bool]:
     raw = fields.get("replace", "false")
     if raw not in ("true", "false"):
         raise BadRequest(f"replace: expected true or false, got {raw!r}")
-    return trace, fmt, raw == "true"
+    step_marker = fields.get("step_marker")
+    if step_marker is not None:
+        check_marker(step_marker)  # BadRequest (400) before the upload is queued
+    return trace, fmt, raw == "true", step_marker
 
 
-def _ingest_work(holder: GraphHolder, up: Upload, trace: str, fmt: str, replace: bool) -> Callable[[Job], None]:
+def _ingest_work(
+    holder: GraphHolder, up: Upload, trace: str, fmt: str, replace: bool, step_marker: str | None
+) -> Callable[[Job], None]:
     """The job body: ingest, name the sources after the uploaded files, summarize."""
 
     def scrub(msg: str) -> str:
@@ -230,7 +246,14 @@ def _ingest_work(holder: GraphHolder, up: Upload, trace: str, fmt: str, replace:
     def work(job: Job) -> None:
         try:
             names = {str(f.path): f.name for f in up.files}
-            prepared = prepare([f.path for f in up.files], trace, fmt=fmt, source_names=names, progress=job.progress)
+            prepared = prepare(
+                [f.path for f in up.files],
+                trace,
+                fmt=fmt,
+                source_names=names,
+                progress=job.progress,
+                step_marker=step_marker,
+            )
             with holder.use() as graph:
                 result = store(graph, prepared, replace=replace, progress=job.progress)
             job.result = as_json(result.summary)

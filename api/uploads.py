@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 MAX_FIELD_BYTES = 64 * 1024
 WRITE_BATCH = 1024 * 1024
 # The form (api/traces.py: upload_schema): text fields, each at most once, and the files.
-TEXT_FIELDS = ("trace", "format", "replace")
+TEXT_FIELDS = ("trace", "format", "replace", "step_marker")
 FILE_FIELD = "files"
 
 

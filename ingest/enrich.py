@@ -27,7 +27,9 @@ their results, and the canned queries only read them:
   rank's wait for the last one (:mod:`collectives`), before the observed
   path, which crosses ranks at them;
 * per rank, communication against computation (:mod:`ranks`) and each
-  lane's idle time by cause (:mod:`idle`).
+  lane's idle time by cause (:mod:`idle`);
+* the steps, each op's and kernel's step, and each step's device time
+  broken down (:mod:`steps`).
 
 The DAG passes themselves are :mod:`tracegraph.dag` (what-if reruns them).
 """
@@ -44,8 +46,10 @@ from tracegraph.columns import F64, I64, B, Lists, Strings, Table, Texts, kernel
 from tracegraph.dag import dag_passes, dependency_dag
 from tracegraph.errors import DependencyCycle
 from tracegraph.facts import Fact
+from tracegraph.ingest import steps
 from tracegraph.ingest.columnar import ColumnarTrace, codes_of, executed, flags, num, refs
 from tracegraph.ingest.intervals import covered, union_intervals
+from tracegraph.ingest.ranks import DEVICE_COLUMNS
 
 if TYPE_CHECKING:
     from tracegraph.ingest.frames import TraceFrames
@@ -479,6 +483,7 @@ def facts(ct: ColumnarTrace) -> dict[str, TraceProp]:
                 (Fact.KERNELS, k.n),
                 (Fact.MEMORY, a.n and (~np.isnan(num(a["alloc_us"]))).any()),
                 (Fact.COPIES, k.n and codes_of(k["kind"], "memcpy").any()),
+                (Fact.STEPS, "steps" in ct.tables and ct.tables["steps"].n),
             )
         },
     }
@@ -494,6 +499,7 @@ def local(ct: ColumnarTrace, known_dag: Any = None) -> dict[str, TraceProp]:
     props: dict[str, TraceProp] = {}
     props.update(dag_passes_columns(ct, w, known_dag))
     props.update(memory(ct))
+    ct.tables["steps"] = steps.steps(ct, ct.meta.get("step_marker"))
     stream_order(ct)
     stream_busy(ct)
     copy_exposure(ct)
@@ -560,8 +566,8 @@ def rank_table(rows: list[dict[str, Any]]) -> Table:
     t["uid"] = Texts.of([r["uid"] for r in rows])
     t["rank"] = np.asarray([r["rank"] for r in rows], dtype=np.int64)
     t["mode"] = Strings.of([r["mode"] for r in rows])
-    for c in ("comm_us", "compute_us", "overlap_us", "exposed_comm_us"):
-        t[c] = np.asarray([r[c] for r in rows], dtype=np.float64)
+    for c in ("comm_us", "compute_us", "overlap_us", "exposed_comm_us", *(f"device_{d}" for d in DEVICE_COLUMNS)):
+        t[c] = np.asarray([np.nan if r.get(c) is None else r[c] for r in rows], dtype=np.float64)
     t["lanes"] = Lists.of([r["lanes"] for r in rows], str)
     t["lane_kinds"] = Lists.of([r["lane_kinds"] for r in rows], str)
     for c in ("lane_window_us", "idle_us", "idle_collective_us", "idle_sync_us", "idle_host_us", "idle_other_us"):

@@ -129,6 +129,7 @@ def _frames(ct: ColumnarTrace) -> dict[str, Table]:
         "timelines": timelines(allocators),
         "collectives": ct.tables.get("collectives") or _empty("collectives"),
         "ranks": ct.tables.get("ranks") or _empty("ranks"),
+        "steps": ct.tables.get("steps") or _empty("steps"),
         # one table per JOINS start label: a relationship table is one frame
         "op_joins": joins.where(refs(joins["op"]) >= 0),
         "kernel_joins": joins.where(refs(joins["kernel"]) >= 0),

@@ -248,6 +248,7 @@ class RankPlan:
     waits: dict[tuple[str, int], float]  # joined call (table, row) -> its wait
     roles: list[CallRole]
     top: tuple[int, int] | None  # (allocator row, peak ns) when the job's top allocator is this rank's
+    step_marker: str | None = None  # the ops that mark steps (None: the known markers; see .steps)
 
 
 @dataclass
@@ -453,6 +454,8 @@ def _write_rank(survey: RankSurvey, rp: RankPlan, load: PartWriter, spill_dir: P
     part = _load_part(survey)
     ct = kineto.join([part], t0=rp.origin, seq=rp.seq)
     del part
+    if rp.step_marker is not None:
+        ct.meta["step_marker"] = rp.step_marker
     props = enrich.local(ct)
     ops = ct["ops"]
     ops["peak_live_bytes"] = np.full(ops.n, np.nan)
@@ -1153,7 +1156,7 @@ def _trace_props(results: list[RankResult], job: Plan, steps: list[Step], source
         "memory_peak_bytes": max(peaks) if peaks else None,
         **{
             fact.flag: any(bool(f.get(fact.flag)) for f in facts)
-            for fact in (Fact.TIMES, Fact.DEPS, Fact.KERNELS, Fact.MEMORY, Fact.COPIES)
+            for fact in (Fact.TIMES, Fact.DEPS, Fact.KERNELS, Fact.MEMORY, Fact.COPIES, Fact.STEPS)
         },
         **job.joined.props(),
         Fact.COMMUNICATION.flag: any(r.has_comm for r in results),

@@ -27,6 +27,7 @@ from tracegraph.ingest.formats.kit import Joins
 from tracegraph.ingest.frames import TraceFrames
 from tracegraph.ingest.graph_tables import trace_tables
 from tracegraph.ingest.job import PreparedJob, Ranks, prepare_job, store_job
+from tracegraph.ingest.step_marker import check_marker
 
 
 @dataclass
@@ -239,6 +240,7 @@ def prepare(
     source_names: dict[str, str] | None = None,
     progress: PhaseProgress | None = None,
     ranks: Ranks | None = None,
+    step_marker: str | None = None,
 ) -> Prepared:
     """Parse, check and enrich: everything that can fail on the input, no
     database needed.
@@ -246,8 +248,12 @@ def prepare(
     ``source_names`` maps a path to the name the trace should record for it
     (an upload's file name instead of its temporary path). ``ranks``: where
     a job's ranks are worked (a cluster: :mod:`.cluster`); only a job of
-    rank files can be spread so."""
+    rank files can be spread so. ``step_marker``: a regular expression
+    naming the ops that mark steps (:mod:`.steps`; default: the known
+    markers), kept on the Trace as ``meta_step_marker``."""
     check_trace_name(trace)
+    if step_marker is not None:
+        check_marker(step_marker)
     report = progress or _silent
     t0 = time.perf_counter()
     files, folders = expand([Path(p) for p in paths])
@@ -255,6 +261,10 @@ def prepare(
     if run is not None:  # a job's rank files: written rank by rank
         with collector_paused():
             job = prepare_job(run, [(source_names or {}).get(str(p), str(p)) for p in run], report, ranks)
+        if step_marker is not None:
+            job.plan.meta["step_marker"] = step_marker
+            for rp in job.plan.ranks:
+                rp.step_marker = step_marker
         return Prepared(trace, None, dict(job.timings, enrich_s=0.0), job)
     if ranks is not None:
         raise UserError("a cluster works the rank files of a PyTorch profiler (Kineto) job; these files are not one")
@@ -269,6 +279,8 @@ def prepare(
         heap.trim()  # (what reading the files left freed: see heap)
         if source_names:
             ct.sources = [source_names.get(str(s), str(s)) for s in ct.sources]
+        if step_marker is not None:
+            ct.meta["step_marker"] = step_marker
         t1 = time.perf_counter()
         report("enrich", 0, 1)
         props = whole(ct, dag)
@@ -352,9 +364,12 @@ def ingest(
     progress: PhaseProgress | None = None,
     source_names: dict[str, str] | None = None,
     ranks: Ranks | None = None,
+    step_marker: str | None = None,
 ) -> IngestReport:
     """Parse and validate everything first; only then write, atomically."""
-    prepared = prepare(paths, trace, fmt=fmt, source_names=source_names, progress=progress, ranks=ranks)
+    prepared = prepare(
+        paths, trace, fmt=fmt, source_names=source_names, progress=progress, ranks=ranks, step_marker=step_marker
+    )
     try:
         return store(graph, prepared, replace=replace, progress=progress)
     finally:

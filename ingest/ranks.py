@@ -20,6 +20,10 @@ phase ``communication`` (``c10d::`` calls, ``gloo:`` / ``nccl:`` regions,
 of its intervals (overlapping ones count once), so threads and streams
 working at once count once.
 
+A rank with kernels also has its whole device span (its first kernel's
+start to its last kernel's end) broken down as :mod:`.device_time` says
+(``device_*``: what TraceLens's ``gpu_timeline`` reports for a trace).
+
 Every trace with times gets its ranks (steps for traces timed in steps); ``comm-compute-overlap``
 answers only for traces with communication (the ``communication`` fact).
 Each rank also lists its lanes' idle time by cause (:mod:`idle`): its
@@ -34,12 +38,15 @@ import numpy as np
 import numpy.typing as npt
 
 from tracegraph.columns import Strings, values
+from tracegraph.ingest import device_time
 from tracegraph.ingest.collectives import rank_of_kernels, rank_of_ops
 from tracegraph.ingest.columnar import ColumnarTrace, codes_of, executed, num, refs
 from tracegraph.ingest.idle import NONE_SEGMENTS, Lane, breakdown, gaps
 from tracegraph.ingest.intervals import covered, union_intervals
 
 F64 = npt.NDArray[np.float64]
+# The device time figures a rank with kernels stores, as ``device_<column>``.
+DEVICE_COLUMNS = ("window_us", *(f"{figure}_us" for figure in device_time.FIGURES))
 # Rank column -> the Lane field it lists, one entry per lane.
 LANE_FIELDS = {
     "lanes": "name",
@@ -94,6 +101,11 @@ def rank_rows(ct: ColumnarTrace, waits: dict[tuple[str, int], float]) -> tuple[l
             lanes = sorted(thread_lanes(ct, np.flatnonzero(mine), lane_names, waits).values(), key=lambda x: x.name)
         comm_us = float((comm[1] - comm[0]).sum())
         overlap_us = float(covered(work[0], work[1], comm[0], comm[1]).sum())
+        device: dict[str, float] = {}
+        if on_gpu:  # the rank's whole device span, broken down (TraceLens's gpu_timeline)
+            mine = k_rank == rank
+            w0, w1 = float(np.nanmin(k_start[mine])), float(np.nanmax(k_end[mine]))
+            device = device_time.breakdown(device_time.kernel_sets(ct, mine), w0, w1)
         rows.append(
             {
                 "uid": f"rank:{rank}",
@@ -103,6 +115,7 @@ def rank_rows(ct: ColumnarTrace, waits: dict[tuple[str, int], float]) -> tuple[l
                 "compute_us": float((work[1] - work[0]).sum()),
                 "overlap_us": overlap_us,
                 "exposed_comm_us": max(0.0, comm_us - overlap_us),
+                **{f"device_{c}": device.get(c) for c in DEVICE_COLUMNS},
                 **{column: [getattr(x, f) for x in lanes] or None for column, f in LANE_FIELDS.items()},
             }
         )

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracegraph.db.base import Graph, check_cluster_target
 from tracegraph.ingest import formats
+from tracegraph.ingest.step_marker import MAX_MARKER_CHARS as MAX_MARKER_CHARS
+from tracegraph.ingest.step_marker import check_marker as check_marker
 from tracegraph.queries.traces import summary
 from tracegraph.queries.types import IngestResult
 

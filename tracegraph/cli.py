@@ -137,7 +137,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     name = args.trace or default_trace_name(paths[0])
     with _cluster(args) as ranks, _progress(args) as progress:
         # Bad input is refused before the database is opened (or started).
-        prepared = prepare(paths, name, fmt=args.format, progress=progress, ranks=ranks)
+        prepared = prepare(paths, name, fmt=args.format, progress=progress, ranks=ranks, step_marker=args.step_marker)
         with _graph(args) as graph:
             result = store(graph, prepared, replace=args.replace, progress=progress)
     t = result.timings
@@ -367,6 +367,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--trace", help="trace name (default: the first file's name without .json, .gz, .pb, ...)")
     s.add_argument("--format", default="auto", choices=["auto", *format_names()])
     s.add_argument("--replace", action="store_true", help="overwrite an existing trace of that name")
+    s.add_argument(
+        "--step-marker",
+        metavar="REGEX",
+        help="the ops that mark steps: a Python regular expression searched in op names, its first group of "
+        "digits the step's number (default: ProfilerStep#N, ProfileStep#N and JAX/TF step annotations)",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bars (they show only when stderr is a terminal)")
     s.add_argument(
         "--cluster",

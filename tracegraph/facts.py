@@ -21,6 +21,7 @@ class Fact(Enum):
     COPIES = "copies"
     COLLECTIVES = "collectives"
     COMMUNICATION = "communication"
+    STEPS = "steps"
 
     @property
     def flag(self) -> str:
@@ -40,5 +41,6 @@ _MISSING = {
     Fact.KERNELS: "the trace has no device stream (kernel) records",
     Fact.COPIES: "the trace has no memory copies",
     Fact.COLLECTIVES: "the trace has no collectives joined across ranks (it needs two or more ranks' files)",
+    Fact.STEPS: "the trace has no steps (no ProfilerStep#N, ProfileStep#N or step annotation; ingest with --step-marker REGEX to name its step ops)",
     Fact.COMMUNICATION: "the trace has no communication (kernels of a communication library: NCCL, RCCL, DeepEP, NVSHMEM, ...; or collective ops)",
 }

@@ -150,6 +150,7 @@ class Connection:
         format: str = "auto",
         cluster: Any = None,
         cluster_files: str = "auto",
+        step_marker: str | None = None,
     ) -> IngestResult:
         """Load trace files (or a directory of them) as one trace, all or
         nothing, as ``tracegraph ingest`` does; ``trace`` defaults to the
@@ -157,13 +158,15 @@ class Connection:
         unless ``replace``. ``cluster``: a job's rank files worked on a Dask
         cluster writing into Neo4j (``"local:N"``, a scheduler's
         ``"tcp://host:8786"``, or a ``distributed.Client``), as ``--cluster``;
-        ``cluster_files``: ``"auto"``, ``"shared"`` or ``"send"``, as ``--cluster-files``."""
+        ``cluster_files``: ``"auto"``, ``"shared"`` or ``"send"``, as ``--cluster-files``;
+        ``step_marker``: the ops that mark steps, as ``--step-marker``."""
         files = [Path(paths)] if isinstance(paths, (str, PathLike)) else [Path(p) for p in paths]
         name = trace or default_trace_name(files[0])
         if cluster is None:
-            return store(self._graph, prepare(files, name, fmt=format), replace=replace)
+            return store(self._graph, prepare(files, name, fmt=format, step_marker=step_marker), replace=replace)
         with dask_cluster(cluster, self._graph.backend, files=cluster_files) as ranks:
-            return store(self._graph, prepare(files, name, fmt=format, ranks=ranks), replace=replace)
+            prepared = prepare(files, name, fmt=format, ranks=ranks, step_marker=step_marker)
+            return store(self._graph, prepared, replace=replace)
 
     def traces(self) -> pd.DataFrame:
         """Every stored trace, one row each (``tracegraph traces``):
