@@ -1,6 +1,6 @@
 // @name device-time-breakdown
 // @summary Per rank: its whole device span broken down into computation, communication, copies and idle time (TraceLens's GPU timeline).
-// @requires kernels
+// @requires kernels times
 // @param trace TRACE: the trace (one rank, or several ranks' files ingested as one)
 // @column rank: the rank (0 for a trace of one rank)
 // @column window_us: its device span: its first kernel's start to its last kernel's end (us)

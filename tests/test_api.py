@@ -160,7 +160,17 @@ def test_catalog(client):
             "choices": [],
             "minimum": 0,
             "maximum": None,
-        }
+        },
+        {
+            "name": "step",
+            "type": "INTEGER",
+            "required": False,
+            "default": None,
+            "doc": "only the ops of this step (its number, as step-breakdown lists it; null: every op)",
+            "choices": [],
+            "minimum": None,
+            "maximum": None,
+        },
     ]
     for name in GRAPH_ANALYSES:
         assert items[name]["graph"] is True

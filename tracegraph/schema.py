@@ -649,6 +649,7 @@ TRACE_PROPERTIES: tuple[Column, ...] = (
         ENRICH,
     ),
     _c("has_communication", "bool", "it has communication (communication kernels, collective ops): Rank nodes", ENRICH),
+    _c("has_steps", "bool", "it has steps (Step nodes; see step-breakdown)", ENRICH),
     _c(
         "collective_calls_unmatched",
         "int",

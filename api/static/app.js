@@ -332,6 +332,7 @@ node.Kernel { diameter: 140px; color: #FFC454; border-color: #D7A013; text-color
 node.Tensor { diameter: 140px; color: #8DCC93; border-color: #5DB665; text-color-internal: #2A2C34; font-size: 18px; caption: '{shape}'; }
 node.Allocation { diameter: 120px; color: #F16667; border-color: #EB2728; text-color-internal: #FFFFFF; font-size: 18px; caption: '{bytes}'; }
 node.Collective { diameter: 120px; color: #DA7194; border-color: #CC3C6C; text-color-internal: #FFFFFF; font-size: 13px; caption: '{name}'; }
+node.Step { diameter: 90px; color: #68BDF6; border-color: #3A9FE8; text-color-internal: #2A2C34; font-size: 14px; caption: 'step {number}'; }
 node.Rank { diameter: 90px; color: #8DCC93; border-color: #5DB665; text-color-internal: #2A2C34; font-size: 14px; caption: 'rank {rank}'; }
 node.Allocator { diameter: 150px; color: #A5202A; border-color: #6E1016; text-color-internal: #FFFFFF; font-size: 18px; caption: '{name}'; }
 node.MemoryTimeline { diameter: 70px; color: #D9A3A7; border-color: #A5202A; text-color-internal: #000000; font-size: 12px; caption: '{points}'; }

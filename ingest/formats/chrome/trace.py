@@ -79,7 +79,8 @@ What becomes what:
   secrets included at times) are not kept.
 
 Errors (one line naming the file, and the event as ``traceEvents[i]``):
-an event that is not a JSON object, or has no ``ph``; a span, instant or
+no span, instant or counter at all; an event that is not a JSON object, or
+has no ``ph``; a span, instant or
 flow without a numeric ``ts``; an ``X`` without a numeric ``dur`` or with
 a negative one; plus :mod:`.load`'s (not JSON, truncated, no
 ``traceEvents``).
@@ -141,6 +142,8 @@ def parse(path: Path) -> TraceFrames:
     """The trace as frames (rules in the module docstring)."""
     doc = load(path)
     events = _Events.read(path, doc)
+    if not events.spans and not events.samples:
+        raise InputError(path, "no trace events (spans, instants or counters) in traceEvents")
     producer = recognise(doc.keys, events.categories(), events.names(), events.process_names.values())
     events.threads_as(producer)
     return _build(path, doc, events, producer)
