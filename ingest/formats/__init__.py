@@ -24,7 +24,7 @@ op listing adds shapes and control inputs to StepStats; an Execution Trace
 adds tensors and dependencies to a Kineto trace).
 
 A format with helpers of its own is a subpackage (``tf/``, ``kineto/``,
-``xplane/``, ``chrome/``).
+``xplane/``, ``chrome/``, ``nsys/``).
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ _MODULES = {
     "pytorch-kineto": "kineto.trace",
     "pytorch-et": "kineto.et",
     "chrome-trace": "chrome.trace",
+    "nsys-sqlite": "nsys.trace",
     "xplane": "xplane.trace",
     "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
     from tracegraph.ingest.formats.chrome import trace as chrome_trace
     from tracegraph.ingest.formats.kineto import et as kineto_et
     from tracegraph.ingest.formats.kineto import trace as kineto_trace
+    from tracegraph.ingest.formats.nsys import trace as nsys_trace
     from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
     from tracegraph.ingest.formats.xplane import trace as xplane_trace
 
@@ -108,6 +110,7 @@ if TYPE_CHECKING:
         chainer_graph,
         chrome_trace,
         megengine_profile,
+        nsys_trace,
         opnames,
         stepstats,
         xplane_trace,

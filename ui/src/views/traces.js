@@ -10,6 +10,7 @@ const FORMATS = [
   "pytorch-kineto",
   "pytorch-et",
   "chrome-trace",
+  "nsys-sqlite",
   "xplane",
   "tf-stepstats",
   "tf-oplist",
