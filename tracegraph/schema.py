@@ -71,6 +71,23 @@ PATH = (
     _c("ocp_resource", "str", "the thread (`pid:tid`) or stream (`cuda:0/stream:7`) the segments ran on", ENRICH),
 )
 
+
+def _device_time(prefix: str, where: str) -> tuple[Column, ...]:
+    """The device time figures over a window (``ingest/device_time.py``;
+    see `step-breakdown`) as columns ``<prefix><figure>_us``: a Step's over
+    its window, a Rank's over its whole device span."""
+    meanings = (
+        ("busy", "union of the rank's kernels, copies and memsets"),
+        ("computation", "union of compute kernels and memsets"),
+        ("communication", "union of communication kernels"),
+        ("memcpy", "union of copies"),
+        ("exposed_communication", "communication with no computation beside it"),
+        ("exposed_memcpy", "copies with neither computation nor communication beside them"),
+        ("idle", "the window minus busy"),
+    )
+    return tuple(_c(f"{prefix}{figure}_us", "float", f"{where}: {meaning}", ENRICH) for figure, meaning in meanings)
+
+
 TABLES: tuple[Table, ...] = (
     Table(
         "op_totals",
@@ -351,13 +368,7 @@ TABLES: tuple[Table, ...] = (
                 "its device span: its first kernel's start to its last kernel's end",
                 ENRICH,
             ),
-            _c("device_busy_us", "float", "in its device span: union of its kernels (see `step-breakdown`)", ENRICH),
-            _c("device_computation_us", "float", "in its device span: union of compute kernels and memsets", ENRICH),
-            _c("device_communication_us", "float", "in its device span: union of communication kernels", ENRICH),
-            _c("device_memcpy_us", "float", "in its device span: union of copies", ENRICH),
-            _c("device_exposed_communication_us", "float", "communication with no computation beside it", ENRICH),
-            _c("device_exposed_memcpy_us", "float", "copies with neither computation nor communication beside", ENRICH),
-            _c("device_idle_us", "float", "device_window_us - device_busy_us", ENRICH),
+            *_device_time("device_", "in its device span"),
             _c("lanes", "list[str]", "its lanes: device streams (`rank0/cuda:0/stream:7`), else host threads", ENRICH),
             _c("lane_kinds", "list[str]", "per lane: `stream` / `thread`", ENRICH),
             _c("lane_window_us", "list[float]", "per lane: its first event's start to its last event's end", ENRICH),
@@ -386,23 +397,7 @@ TABLES: tuple[Table, ...] = (
             _c("device_start_us", "float", "its device window's start: the earliest start of its kernels", ENRICH),
             _c("device_end_us", "float", "its device window's end: the latest end of its kernels", ENRICH),
             _c("window_us", "float", "device_end_us - device_start_us", ENRICH),
-            _c("busy_us", "float", "in the window: length of the union of the rank's kernels", ENRICH),
-            _c("computation_us", "float", "in the window: union of compute kernels and memsets", ENRICH),
-            _c("communication_us", "float", "in the window: union of communication kernels", ENRICH),
-            _c("memcpy_us", "float", "in the window: union of copies", ENRICH),
-            _c(
-                "exposed_communication_us",
-                "float",
-                "in the window: communication with no computation beside it",
-                ENRICH,
-            ),
-            _c(
-                "exposed_memcpy_us",
-                "float",
-                "in the window: copies with neither computation nor communication beside them",
-                ENRICH,
-            ),
-            _c("idle_us", "float", "window_us - busy_us", ENRICH),
+            *_device_time("", "in the window"),
             _c("stream_uids", "list[str]", "the rank's streams (uids), for `stream-utilization` of one step", ENRICH),
             _c("stream_busy_us", "list[float]", "per stream: the time it ran anything in the window", ENRICH),
         ),

@@ -142,6 +142,23 @@ COMMUNICATION_KERNEL = re.compile(
 )
 
 
+# The collective an NCCL (or RCCL) kernel's name gives:
+# ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...)
+NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+
+
+# The op standing for a device's kernels whose launch is not in the trace
+# (work queued before the profiler started): :meth:`FramesBuilder.outside_op`.
+OUTSIDE_OP_NAME = "[launched outside the trace]"
+
+
+def collective_in_name(name: str) -> str | None:
+    """The collective a communication kernel's name gives (``AllReduce``,
+    ``SendRecv``), None when it gives none (ROCm's ``Generic`` kernels)."""
+    found = NCCL_COLLECTIVE.search(name)
+    return found[1] if found and found[1] != "Generic" else None
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def is_communication_kernel(name: str) -> bool:
     """Whether a device kernel named ``name`` is communication
@@ -214,6 +231,26 @@ class FramesBuilder:
         """Add an op row (its ``uid`` made with :func:`uid`); returns the uid."""
         self.ops.append(row)
         return str(row["uid"])
+
+    def outside_op(self, key: object, name: str, device: str, start_us: float, rank: int | None = None) -> str:
+        """Add the op that stands for a device's kernels whose launch is not
+        in the trace (``op:<key>``, type ``OutsideTrace``, zero-length at
+        ``start_us``: its first such kernel's start); returns its uid."""
+        return self.op(
+            {
+                "uid": uid(Kind.OP, key),
+                "name": name,
+                "type": "OutsideTrace",
+                "device": device,
+                "start_us": start_us,
+                "end_us": start_us,
+                "dur_us": 0.0,
+                "executed": True,
+                "attrs": "{}",
+                "role": Role.OP.value,
+                "rank": rank,
+            }
+        )
 
     def kernel(self, row: Row) -> str:
         self.kernels.append(row)

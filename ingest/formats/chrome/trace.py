@@ -398,7 +398,9 @@ def _build(path: Path, doc: Document, ev: _Events, producer: Producer) -> TraceF
             op_uid = uid(Kind.OP, op.index)
         else:
             device = b.streams[stream]["device"]
-            op_uid = outside.get(device) or _outside_op(b, device, us(s.start), len(outside))
+            op_uid = outside.get(device) or b.outside_op(
+                f"outside:{len(outside)}", OUTSIDE_OP_NAME, device, us(s.start)
+            )
             outside[device] = op_uid
             launch_uid = None
         b.kernel(_kernel_row(s, stream, op_uid, launch_uid, producer, us))
@@ -576,24 +578,6 @@ def _launcher(call: Span, parent_of: dict[int, Span | None], roles: dict[int, Ro
             return p
         p = parent_of[id(p)]
     return call
-
-
-def _outside_op(b: FramesBuilder, device: str, start_us: float, n: int) -> str:
-    return b.op(
-        {
-            "uid": uid(Kind.OP, "outside", n),
-            "name": OUTSIDE_OP_NAME,
-            "type": "OutsideTrace",
-            "device": device,
-            "seq": None,
-            "start_us": start_us,
-            "end_us": start_us,
-            "dur_us": 0.0,
-            "executed": True,
-            "attrs": "{}",
-            "role": Role.OP.value,
-        }
-    )
 
 
 def _kernel_row(s: Span, stream: str, op: str, launch: str | None, producer: Producer, us: Any) -> dict[str, Any]:

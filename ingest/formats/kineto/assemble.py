@@ -29,7 +29,7 @@ from tracegraph.ingest.formats.kineto import phase as kineto_phase
 from tracegraph.ingest.formats.kineto import scan
 from tracegraph.ingest.formats.kineto.run import RunFacts, info_rank, run_facts
 from tracegraph.ingest.formats.kineto.scan import V_CODE, V_INT, V_NONE
-from tracegraph.ingest.formats.kit import Role
+from tracegraph.ingest.formats.kit import OUTSIDE_OP_NAME, Role, collective_in_name
 from tracegraph.ingest.hb import offsets_of, sort4
 
 # The categories of host spans as shown (``category``), by scan.HOST_CATEGORIES.
@@ -62,13 +62,9 @@ BLOCKING_CALLS = frozenset(
         "hipMemcpyAsync",
     }
 )
-# ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...)
-_NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _COPY_DIRECTION = re.compile(r"Memcpy\s+(\w+)")
 # torch.distributed's point-to-point calls: not collectives.
 POINT_TO_POINT = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})
-# The op that stands for launches outside the trace (see .trace).
-OUTSIDE_OP_NAME = "[launched outside the trace]"
 OUTSIDE_ATTRS = '{"synthesized_from":"kernels without a launch in the trace"}'
 # An allocation's free time while it has none (times are int64 ns).
 NEVER_FREED = int(np.iinfo(np.int64).min)
@@ -934,8 +930,7 @@ def _collective_fields(name: str, args: dict[str, Any]) -> dict[str, Any]:
     metadata newer PyTorch records on the kernel, else the collective from
     the kernel's name (``Generic`` kernels of ROCm name none; a
     ``SendRecv`` kernel is ``SendRecv`` whatever its metadata says)."""
-    found = _NCCL_COLLECTIVE.search(name)
-    word = found[1] if found and found[1] != "Generic" else None
+    word = collective_in_name(name)
     collective = word if word == "SendRecv" else (args.get("Collective name") or word)
     group = args.get("Process Group Name")
     ranks = args.get("Process Group Ranks")

@@ -61,6 +61,13 @@ class Export:
         select = ", ".join(f'"{c}"' if c in have else ("rowid" if c == "rowid" else "NULL") for c in wanted)
         yield from self._run(f'SELECT {select} FROM "{table}" {where}')
 
+    def count(self, table: str) -> int:
+        """The table's rows (0 when absent)."""
+        if table not in self.columns:
+            return 0
+        (n,) = next(self._run(f'SELECT count(*) FROM "{table}"'))
+        return int(n)
+
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
         deadline = time.monotonic() + QUERY_TIME_LIMIT_S
         self.db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)

@@ -72,17 +72,25 @@ import numpy as np
 
 from tracegraph.errors import InputError
 from tracegraph.ingest.formats.kineto.nesting import nesting
-from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, Role, is_communication_kernel, uid
+from tracegraph.ingest.formats.kit import (
+    OUTSIDE_OP_NAME,
+    FormatInfo,
+    FramesBuilder,
+    Joins,
+    Kind,
+    Role,
+    collective_in_name,
+    is_communication_kernel,
+    uid,
+)
 from tracegraph.ingest.formats.nsys.tables import FORMAT_NAME, SQLITE_MAGIC, Export, open_export
 from tracegraph.ingest.frames import TraceFrames
 
 FORMAT = FormatInfo(FORMAT_NAME, "cuda", Joins.ALONE, "Nsight Systems SQLite export")
 
-OUTSIDE_OP_NAME = "[launched outside the trace]"
 _TABLE_WORDS = (b"StringIds", b"CUPTI_ACTIVITY_KIND_", b"NVTX_EVENTS", b"TARGET_INFO_", b"META_DATA_EXPORT")
 _API_VERSION = re.compile(r"_v\d+$")
 _SYNC_CALL = re.compile(r"Synchronize")
-_NCCL_COLLECTIVE = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 # CUPTI's copy kinds (ENUM_CUDA_MEMCPY_OPER), as the direction words Kineto uses.
 _COPY_KINDS = {
     1: "HtoD",
@@ -206,8 +214,10 @@ class _Reader:
                 without_launch += 1
                 op = outside.get(dev)
                 if op is None:
-                    op = outside[dev] = self._outside(b, dev, start, len(outside), process, multi)
-            found = _NCCL_COLLECTIVE.search(name) if kind == "communication" else None
+                    rank = self.ranks[process]
+                    op = outside[dev] = b.outside_op(
+                        f"{rank}:outside:{len(outside)}", OUTSIDE_OP_NAME, dev, self._us(start), rank if multi else None
+                    )
             b.kernel(
                 {
                     "uid": u,
@@ -220,7 +230,7 @@ class _Reader:
                     "kind": kind,
                     "bytes": nbytes,
                     "direction": direction,
-                    "collective": found[1] if found and found[1] != "Generic" else None,
+                    "collective": collective_in_name(name) if kind == "communication" else None,
                     "launch": call.uid if call is not None else None,
                 }
             )
@@ -346,23 +356,6 @@ class _Reader:
             self.devices[key] = u
         return self.devices[key]
 
-    def _outside(self, b: FramesBuilder, device: str, start: int, n: int, process: int, multi: bool) -> str:
-        return b.op(
-            {
-                "uid": uid(Kind.OP, self.ranks[process], "outside", n),
-                "name": OUTSIDE_OP_NAME,
-                "type": "OutsideTrace",
-                "device": device,
-                "start_us": self._us(start),
-                "end_us": self._us(start),
-                "dur_us": 0.0,
-                "executed": True,
-                "attrs": "{}",
-                "role": Role.OP.value,
-                "rank": self.ranks[process] if multi else None,
-            }
-        )
-
     def _syncs(self, b: FramesBuilder, kernels: dict[tuple[int, int, int], list[tuple[int, str]]]) -> None:
         """Host waits from the synchronization records (module docstring)."""
         by_device: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
@@ -398,7 +391,7 @@ class _Reader:
         not_read = {}
         for table in _NOT_READ:
             if ex.has(table):
-                (n,) = next(ex._run(f'SELECT count(*) FROM "{table}"'))
+                n = ex.count(table)
                 if n:
                     not_read[table] = n
         if not_read:
