@@ -405,6 +405,9 @@ def test_microsecond_fractions_are_exact(tmp_path):
         ('{"traceEvents": {"ph": "X"}}', "traceEvents is a JSON object, not a list"),
         ('{"displayTimeUnit": "ns"}', "a JSON object without a traceEvents list"),
         ('[{"ph": "X", "ts": 1, "dur": 1} xx]', "(line 1 column 33): not JSON: JSON is malformed"),
+        ('[{"ph": "X", "ts": 1e308, "dur": 1}]', "(traceEvents[0]): ts 1E+308 is out of range"),
+        ('[{"ph": "X", "ts": 1, "dur": 123456789012345678901234567890}]', "(traceEvents[0]): dur 1234"),
+        ('{"traceEvents": [{"ph": "X", "args": ' + "[" * 100_000 + "]" * 100_000 + "}]}", ": JSON nested too deeply"),
         ("", "empty file"),
     ],
 )

@@ -53,7 +53,10 @@ def load(path: Path) -> Document:
         raise InputError(path, "empty file")
     if text[:1] not in (b"{", b"["):
         raise InputError(path, "not Chrome trace JSON: neither a JSON object nor an array", "line 1")
-    doc, repaired = _decode(path, data, text)
+    try:
+        doc, repaired = _decode(path, data, text)
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply") from None
     if isinstance(doc, list):
         return Document(doc, {}, repaired)
     if not isinstance(doc, dict):  # pragma: no cover - the first byte says object or array

@@ -80,7 +80,7 @@ What becomes what:
 
 Errors (one line naming the file, and the event as ``traceEvents[i]``):
 no span, instant or counter at all; an event that is not a JSON object, or
-has no ``ph``; a span, instant or
+has no ``ph``; a time past :data:`MAX_TIME_US`; a span, instant or
 flow without a numeric ``ts``; an ``X`` without a numeric ``dur`` or with
 a negative one; plus :mod:`.load`'s (not JSON, truncated, no
 ``traceEvents``).
@@ -107,6 +107,9 @@ from tracegraph.ingest.frames import TraceFrames
 
 FORMAT = FormatInfo(FORMAT_NAME, "chrome", Joins.ALONE, "Chrome Trace Event JSON (JAX, TensorFlow, PaddlePaddle, any)")
 
+# The largest time (or duration) an event may give, in microseconds: 2^62 ns,
+# 146 years past any epoch's origin (the times become float microseconds).
+MAX_TIME_US = 2**62 // 1000
 # How far past its parent's end a nested op may end (ns): microsecond rounding.
 NEST_SLACK_NS = 1000
 CORRELATION_ARGS = ("correlation", "correlation id", "correlation_id", "correlationId")
@@ -301,11 +304,11 @@ def _ns(path: Path, i: int, e: dict[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | Decimal):
         what = "no" if value is None else "a non-numeric"
         raise InputError(path, f"event has {what} {key}", f"traceEvents[{i}]")
-    if isinstance(value, int):
-        return value * 1000
-    if not value.is_finite():  # pragma: no cover - JSON has no NaN
+    if isinstance(value, Decimal) and not value.is_finite():  # pragma: no cover - JSON has no NaN
         raise InputError(path, f"{key} is not a finite number", f"traceEvents[{i}]")
-    return int((value * 1000).to_integral_value())
+    if not -MAX_TIME_US <= value <= MAX_TIME_US:
+        raise InputError(path, f"{key} {value} is out of range (at most {MAX_TIME_US:,} us)", f"traceEvents[{i}]")
+    return value * 1000 if isinstance(value, int) else int((value * 1000).to_integral_value())
 
 
 # --- lanes ------------------------------------------------------------------------------------
