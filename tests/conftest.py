@@ -365,6 +365,26 @@ def pytest_xdist_make_scheduler(config, log):
                 self.ordered = True
             super()._assign_work_unit(node)
 
+        def remove_node(self, node):
+            """A worker that died (a segmentation fault, say) had its whole
+            unit queued again by pytest-xdist: the test that killed it too,
+            so that every replacement worker died on it in turn until none
+            was left and the run waited for ever (CI lost its 90 minutes
+            so). Queue again only the unit's tests that did not run, without
+            the one that was running; xdist reports that one failed."""
+            workload = self.assigned_work.get(node, {})
+            crashed = next((t for unit in workload.values() for t, done in unit.items() if not done), None)
+            if crashed is None:
+                return super().remove_node(node)
+            del self.assigned_work[node]
+            for scope, unit in workload.items():
+                rest = {t: False for t, done in unit.items() if not done and t != crashed}
+                if rest:
+                    self.workqueue[scope] = rest
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
     return WorkUnits(config, log)
 
 

@@ -59,9 +59,21 @@ def _longest(ops, preds, weight):
     def finish(n):
         return weight(n) + max((finish(p) for p in preds[n]), default=0)
 
-    import sys
-
-    sys.setrecursionlimit(100000)
+    # Memoized in dependency order, so that no call recurses deeper than
+    # one level (a raised recursion limit would outlive this test in its
+    # worker, and let C decoders elsewhere overflow the stack).
+    done: set = set()
+    for start in ops:
+        stack = [start]
+        while stack:
+            n = stack[-1]
+            todo = [p for p in preds[n] if p not in done]
+            if todo:
+                stack.extend(todo)
+            else:
+                finish(n)
+                done.add(n)
+                stack.pop()
     return max(finish(n) for n in ops)
 
 

@@ -418,3 +418,44 @@ def test_a_silent_server_whose_process_cannot_be_found_is_refused_not_doubled(tm
     finally:
         stand_in.kill()
         stand_in.wait()
+
+
+_CRASHES = """
+import os, signal, pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    return 1
+
+def test_before(shared):
+    pass
+
+def test_crashes(shared):
+    os.kill(os.getpid(), signal.SIGSEGV)  # as msgspec did, deep in a raised recursion limit
+
+def test_after(shared):
+    pass
+"""
+
+
+def test_a_worker_that_crashes_is_one_failed_test_and_the_run_ends(tmp_path):
+    """Under ``-n``, a test that kills its worker fails once, the rest of
+    its work unit runs on a replacement, and the run ends (pytest-xdist
+    alone queued the killer again on every replacement, then waited for
+    ever: CI's whole budget went so)."""
+    (tmp_path / "test_crash.py").write_text(_CRASHES)
+    (tmp_path / "test_fine.py").write_text("def test_fine():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env.pop("TRACEGRAPH_TEST_UNITS_DIR", None)
+    two_workers = ["-p", "conftest", "-n", "2", "--dist", "loadgroup"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *two_workers, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert "worker 'gw" in proc.stdout and "crashed while running" in proc.stdout, proc.stdout + proc.stderr
+    assert "FAILED test_crash.py::test_crashes" in proc.stdout, proc.stdout
+    assert "1 failed, 3 passed" in proc.stdout, proc.stdout

@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from tracegraph.errors import InputError
-from tracegraph.ingest import source
+from tracegraph.ingest import json_nesting, source
 
 # The format's name: the key of its size limit.
 FORMAT_NAME = "chrome-trace"
@@ -53,9 +53,10 @@ def load(path: Path) -> Document:
         raise InputError(path, "empty file")
     if text[:1] not in (b"{", b"["):
         raise InputError(path, "not Chrome trace JSON: neither a JSON object nor an array", "line 1")
+    json_nesting.check(path, text)
     try:
         doc, repaired = _decode(path, data, text)
-    except RecursionError:
+    except RecursionError:  # pragma: no cover - check() refuses it first
         raise InputError(path, "JSON nested too deeply") from None
     if isinstance(doc, list):
         return Document(doc, {}, repaired)

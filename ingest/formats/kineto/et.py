@@ -95,7 +95,7 @@ from pathlib import Path
 from typing import Any
 
 from tracegraph.errors import InputError, TooLarge, first_line
-from tracegraph.ingest import source
+from tracegraph.ingest import json_nesting, source
 from tracegraph.ingest.formats import kit
 from tracegraph.ingest.formats.kineto import et_merge
 from tracegraph.ingest.formats.kineto.et_flow import add_flow, carriers_of, data_flow
@@ -143,8 +143,12 @@ def _load(path: Path) -> Any:
         if not d.eof:
             raise InputError(path, "gzip stream ends early (truncated file)")
         data = text
+    if json_nesting.stack_unguarded():
+        json_nesting.check(path, data)
     try:
         return json.loads(data)
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply") from None
     except UnicodeDecodeError:
         raise InputError(path, "not UTF-8 text") from None
     except json.JSONDecodeError as e:

@@ -46,6 +46,7 @@ import ijson
 import msgspec
 
 from tracegraph.errors import InputError, TooLarge, first_line
+from tracegraph.ingest import json_nesting
 from tracegraph.ingest.formats.kit import FormatInfo, Joins
 from tracegraph.ingest.limits import MAX_FILE_BYTES, GiB, human
 from tracegraph.ingest.source import GZIP_MAGIC, open_binary
@@ -257,7 +258,9 @@ class EventReader:
         stream (the header then complete only once it is exhausted)."""
         header = read_header(path)  # also refuses what is not a JSON object, unread
         data = _whole(path)
-        if data is None:
+        if data is None or (json_nesting.stack_unguarded() and json_nesting.deepest(data) > json_nesting.MAX_DEPTH):
+            # (Nesting msgspec's recursion could not survive: the stream
+            # builds values without recursing.)
             return header, self._stream(path, header)
         try:
             doc = self._decoder.decode(data)
