@@ -43,7 +43,7 @@ STREAM_COLUMNS = schema.TABLE["streams"].names(schema.PARSER)
 ALLOCATOR_COLUMNS = schema.TABLE["allocators"].names(schema.PARSER)
 SYNC_KINDS = ("host_wait", "stream_wait")
 
-FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch", "jax", "paddle", "chrome", "cuda")
+FRAMEWORKS = ("tensorflow", "chainer", "megengine", "pytorch", "jax", "paddle", "chrome", "cuda", "rocm")
 TIME_UNITS = ("us", "step", "none")
 
 # One row of a frame as the parsers build it: column name -> value (the

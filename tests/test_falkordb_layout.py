@@ -181,7 +181,8 @@ def test_server_killed_in_the_middle_of_a_load(tmp_path, monkeypatch, loader):
         deadline = time.monotonic() + 300
         while not loading():
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the load never started: {proc.communicate()[1]}")
+                out, err = proc.communicate()
+                pytest.fail(f"the load never started (exit {proc.returncode}): {err or out}")
             time.sleep(0.005)
         proc.send_signal(signal.SIGSTOP)
         assert loading(), "the load ended before the CLI was paused"

@@ -24,7 +24,7 @@ op listing adds shapes and control inputs to StepStats; an Execution Trace
 adds tensors and dependencies to a Kineto trace).
 
 A format with helpers of its own is a subpackage (``tf/``, ``kineto/``,
-``xplane/``, ``chrome/``, ``nsys/``).
+``xplane/``, ``chrome/``, ``nsys/``, ``rocprof/``).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ _MODULES = {
     "pytorch-et": "kineto.et",
     "chrome-trace": "chrome.trace",
     "nsys-sqlite": "nsys.trace",
+    "rocprofv3-json": "rocprof.trace",
     "xplane": "xplane.trace",
     "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
@@ -103,6 +104,7 @@ if TYPE_CHECKING:
     from tracegraph.ingest.formats.kineto import et as kineto_et
     from tracegraph.ingest.formats.kineto import trace as kineto_trace
     from tracegraph.ingest.formats.nsys import trace as nsys_trace
+    from tracegraph.ingest.formats.rocprof import trace as rocprof_trace
     from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
     from tracegraph.ingest.formats.xplane import trace as xplane_trace
 
@@ -112,6 +114,7 @@ if TYPE_CHECKING:
         megengine_profile,
         nsys_trace,
         opnames,
+        rocprof_trace,
         stepstats,
         xplane_trace,
     )

@@ -11,6 +11,7 @@ const FORMATS = [
   "pytorch-et",
   "chrome-trace",
   "nsys-sqlite",
+  "rocprofv3-json",
   "xplane",
   "tf-stepstats",
   "tf-oplist",

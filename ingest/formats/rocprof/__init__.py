@@ -1,0 +1,1 @@
+"""rocprofiler-sdk captures (rocprofv3): see :mod:`.trace`."""
