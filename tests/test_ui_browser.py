@@ -1563,3 +1563,61 @@ def test_api_key_flow(playwright_instance, tmp_path):
             assert not any(KEY in u for u in urls)  # never in a URL
             # The only console errors are the browser's own notes on the refused requests.
             assert console.errors and all("401" in e for e in console.errors), console.errors
+
+
+# ---------------------------------------------------------------------------- the traces beyond the framework profilers
+
+DATA = Path(__file__).parent / "data"
+BEYOND = [
+    ("paddle-ui", DATA / "chrome" / "paddle_train_step.paddle_trace.json", "paddle"),
+    ("nsys-ui", DATA / "nsys" / "perlmutter-cloverleaf-cuda.sqlite.gz", "cuda"),
+    ("rocprof-ui", DATA / "rocprof" / "rocprof_908_results.json.gz", "rocm"),
+]
+
+
+def upload_through_the_page(page, trace: str, path: Path) -> None:
+    """Drop the file on the upload zone, name the trace, upload, wait for its row."""
+    page.goto(page.url.split("#")[0] + "#/traces")
+    page.wait_for_selector("#dropzone")
+    drop_file(page, path)
+    page.fill("#upload-name", trace)
+    page.click("#upload-go")
+    status = page.locator("#upload-status")
+    for _ in range(2400):
+        if status.get_attribute("data-done") == trace or status.get_attribute("data-failed"):
+            break
+        page.wait_for_timeout(50)
+    assert status.get_attribute("data-done") == trace, status.text_content()
+    page.wait_for_selector(f"tr[data-trace='{trace}']")
+
+
+@pytest.mark.parametrize(("trace", "path", "framework"), BEYOND, ids=[b[2] for b in BEYOND])
+def test_a_chrome_an_nsys_and_a_rocprof_trace_in_the_page(ui, uploaded, http, trace, path, framework):
+    """Each new kind of file goes in through the page as a user drops it, is
+    listed with its framework, and its timeline draws what the API gives:
+    the Chrome trace's host lanes, the GPU streams of the NVIDIA and AMD
+    captures with their kernels."""
+    page, _console, _requests, _responses = ui
+    upload_through_the_page(page, trace, path)
+    summary = http.get(f"/traces/{trace}").json()
+    cells = page.locator(f"tr[data-trace='{trace}'] td")
+    assert cells.nth(0).text_content() == trace and cells.nth(1).text_content() == framework
+    assert cells.nth(2).text_content() == f"{summary['ops']:,}"
+    page.goto(page.url.split("#")[0] + f"#/timeline/{trace}")
+    page.wait_for_selector("#timeline-plot[data-ready='1']")
+    api = http.get(f"/ui/traces/{trace}/timeline").json()
+    lanes = page.evaluate("() => window.__tracegraph.timeline.lanes")
+    assert [(lane["name"], lane["kind"]) for lane in lanes] == [(lane["name"], lane["kind"]) for lane in api["lanes"]]
+    assert lanes, api
+    colors = page.evaluate("() => window.__tracegraph.timeline.colors")
+    if framework in ("cuda", "rocm"):
+        assert any(lane["kind"] == "compute" and lane["bars"] for lane in api["lanes"]), api["lanes"]
+        # with nothing highlighted, its kernels are drawn in the kernel color
+        page.select_option("#highlight-source", "")
+        page.wait_for_function(
+            "() => { const t = window.__tracegraph.timeline; const d = t.data();"
+            " return t.highlight() === '' && d && d.highlight === null; }"
+        )
+        page.wait_for_timeout(200)
+        assert page.evaluate("([c]) => window.__tracegraph.timeline.pixels(c)", [colors["compute"]]) > 0
+    shot(page, f"20-beyond-{framework}")

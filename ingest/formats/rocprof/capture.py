@@ -17,6 +17,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The record kinds read as host calls, with the category their ops get.
+CALL_CATEGORIES = {
+    "HIP_RUNTIME_API": "hip_runtime",
+    "HIP_RUNTIME_API_EXT": "hip_runtime",
+    "HIP_COMPILER_API": "hip_compiler",
+    "HIP_COMPILER_API_EXT": "hip_compiler",
+    "HSA_CORE_API": "hsa_api",
+    "HSA_AMD_EXT_API": "hsa_api",
+    "HSA_IMAGE_EXT_API": "hsa_api",
+    "HSA_FINALIZE_EXT_API": "hsa_api",
+    "RCCL_API": "rccl_api",
+}
+# The record kinds of ROCTx markers (marker_api records).
+MARKER_KINDS = frozenset({"MARKER_CORE_API", "MARKER_CORE_RANGE_API", "MARKER_CONTROL_API", "MARKER_NAME_API"})
+
 
 @dataclass(frozen=True)
 class Agent:

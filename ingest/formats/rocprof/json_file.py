@@ -31,19 +31,6 @@ TOP_KEY = "rocprofiler-sdk-tool"
 
 # Copy operations (MEMORY_COPY_<FROM>_TO_<TO>) as the direction words Kineto uses.
 _DIRECTIONS = {"HOST": "H", "DEVICE": "D"}
-# The record kinds read as host calls, with the category their ops get.
-CALL_CATEGORIES = {
-    "HIP_RUNTIME_API": "hip_runtime",
-    "HIP_RUNTIME_API_EXT": "hip_runtime",
-    "HIP_COMPILER_API": "hip_compiler",
-    "HIP_COMPILER_API_EXT": "hip_compiler",
-    "HSA_CORE_API": "hsa_api",
-    "HSA_AMD_EXT_API": "hsa_api",
-    "HSA_IMAGE_EXT_API": "hsa_api",
-    "HSA_FINALIZE_EXT_API": "hsa_api",
-    "RCCL_API": "rccl_api",
-}
-MARKER_KINDS = frozenset({"MARKER_CORE_API", "MARKER_CORE_RANGE_API", "MARKER_CONTROL_API", "MARKER_NAME_API"})
 # Marker operations that end a range another record already spans, or name things.
 _MARKER_NOT_RANGES = frozenset(
     {"roctxRangePop", "roctxRangeStop", "roctxGetThreadId", "roctxNameOsThread", "roctxNameHsaAgent"}
@@ -342,8 +329,15 @@ def _dim(d: _Dim | None) -> tuple[int, int, int] | None:
 
 
 def _address(value: Any) -> int:
+    """An allocation's address: rocprofv3 writes it as a hex string
+    (``"0x00007f3a2c000000"``); a number or ``{"handle": n}`` is read too."""
     if isinstance(value, dict):
         value = value.get("handle", value.get("value", 0))
+    if isinstance(value, str):
+        try:
+            return int(value, 16)
+        except ValueError:
+            return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
