@@ -42,6 +42,7 @@ MAX_FILE_BYTES: dict[str, int] = {
     "chrome-trace": 1 * GiB,  # one JSON document, read whole; decompressed size for .gz
     "nsys-sqlite": 4 * GiB,  # an SQLite database, queried in place; a .gz one is decompressed into memory
     "rocprofv3-json": 2 * GiB,  # one JSON document, decoded whole into typed records; decompressed size for .gz
+    "rocpd-sqlite": 4 * GiB,  # an SQLite database, queried in place; a .gz one is decompressed into memory
     "xplane": 2 * GiB,  # read whole (protobuf's own limit); decompressed size for .gz
     "tf-stepstats": 1 * GiB,  # read whole; protobuf cannot parse a binary message over 2 GiB anyway
     "megengine-profile": 512 * MiB,  # one JSON document, read whole

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from conftest import cli_here, ready_traces
 
 from tracegraph.errors import InputError
 from tracegraph.ingest import pipeline
+from tracegraph.ingest.formats.rocprof import rocpd
 from tracegraph.ingest.formats.rocprof import trace as rocprof
 from tracegraph.queries.run import run_analysis
 
@@ -368,3 +370,232 @@ def test_http_upload(graph, db_uri):
         assert r.json()["framework"] == "rocm"
         rows = client.get("/traces/rocprof-up/queries/device-time-breakdown").json()["rows"]
         assert len(rows) == 1
+
+
+# ------------------------------------------------------------- the same captures as rocpd databases
+
+SUFFIX = "_0f1e2d3c_0000_4000_8000_00000000beef"  # a capture's uuid, as rocpd names its tables
+
+
+def rocpd_of(doc: dict, path: Path, schema_version: str = "3", with_start: bool = True) -> Path:
+    """A rocpd (schema 3) database holding what the rocprofv3 JSON ``doc``
+    holds: the records of its processes, named by the same strings."""
+    s = SUFFIX
+    db = sqlite3.connect(path)
+    tables = {
+        "rocpd_metadata": "id INTEGER PRIMARY KEY, tag TEXT, value TEXT",
+        "rocpd_string": "id INTEGER PRIMARY KEY, guid TEXT, string TEXT",
+        "rocpd_info_process": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, ppid INTEGER, pid INTEGER, command TEXT",
+        "rocpd_info_thread": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER",
+        "rocpd_info_agent": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, type TEXT, "
+        "absolute_index INTEGER, logical_index INTEGER, type_index INTEGER, name TEXT, product_name TEXT",
+        "rocpd_info_queue": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, name TEXT",
+        "rocpd_info_stream": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, name TEXT",
+        "rocpd_info_kernel_symbol": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, "
+        "code_object_id INTEGER, kernel_name TEXT, display_name TEXT",
+        "rocpd_event": "id INTEGER PRIMARY KEY, guid TEXT, category_id INTEGER, correlation_id INTEGER",
+        "rocpd_region": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, "
+        + ("start BIGINT, end BIGINT, " if with_start else "start_id INTEGER, end_id INTEGER, ")
+        + "name_id INTEGER, event_id INTEGER",
+        "rocpd_kernel_dispatch": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, "
+        "agent_id INTEGER, kernel_id INTEGER, dispatch_id INTEGER, queue_id INTEGER, stream_id INTEGER, "
+        "start BIGINT, end BIGINT, workgroup_size_x INTEGER, grid_size_x INTEGER, event_id INTEGER",
+        "rocpd_memory_copy": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, "
+        "start BIGINT, end BIGINT, name_id INTEGER, dst_agent_id INTEGER, src_agent_id INTEGER, size INTEGER, "
+        "queue_id INTEGER, stream_id INTEGER, event_id INTEGER",
+        "rocpd_memory_allocate": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, "
+        "agent_id INTEGER, type TEXT, level TEXT, start BIGINT, end BIGINT, address INTEGER, size INTEGER, "
+        "event_id INTEGER",
+    }
+    for name, cols in tables.items():
+        db.execute(f'CREATE TABLE "{name}{s}" ({cols})')
+    db.execute(f'INSERT INTO "rocpd_metadata{s}" (tag, value) VALUES (?, ?)', ("schema_version", schema_version))
+    strings: dict[str, int] = {}
+
+    def string(text: str) -> int:
+        if text not in strings:
+            strings[text] = len(strings) + 1
+            db.execute(f'INSERT INTO "rocpd_string{s}" (id, string) VALUES (?, ?)', (strings[text], text))
+        return strings[text]
+
+    def insert(table: str, **row) -> int:
+        cur = db.execute(
+            f'INSERT INTO "{table}{s}" ({", ".join(row)}) VALUES ({", ".join("?" * len(row))})', tuple(row.values())
+        )
+        return int(cur.lastrowid)
+
+    for p in doc["rocprofiler-sdk-tool"]:
+        proc = insert("rocpd_info_process", pid=p["metadata"]["pid"], command=" ".join(p["metadata"]["command"]))
+        agents = {
+            a["id"]["handle"]: insert(
+                "rocpd_info_agent",
+                pid=proc,
+                type="GPU" if a["type"] == 2 else "CPU",
+                type_index=a["logical_node_type_id"],
+                name=a["name"],
+                product_name=a["product_name"],
+            )
+            for a in p["agents"]
+        }
+        threads: dict[int, int] = {}
+        streams: dict[int, int] = {}
+        symbols: dict[int, int] = {}
+        names = {s_["kernel_id"]: s_["formatted_kernel_name"] for s_ in p["kernel_symbols"]}
+        kinds = p["strings"]["buffer_records"]
+        messages = {m["key"]: m["value"] for m in p["strings"]["marker_api"]}
+
+        def thread(tid: int, threads: dict = threads, proc: int = proc) -> int:
+            if tid not in threads:
+                threads[tid] = insert("rocpd_info_thread", pid=proc, tid=tid)
+            return threads[tid]
+
+        def stream(handle: int, streams: dict = streams, proc: int = proc) -> int:
+            if handle not in streams:
+                streams[handle] = insert("rocpd_info_stream", pid=proc, name=str(handle))
+            return streams[handle]
+
+        def event(r: dict, kinds: list = kinds) -> int:
+            return insert(
+                "rocpd_event",
+                category_id=string(kinds[r["kind"]]["kind"]),
+                correlation_id=r["correlation_id"]["internal"],
+            )
+
+        buffers = p["buffer_records"]
+        for table in ("hip_api", "hsa_api", "rccl_api", "marker_api"):
+            for r in buffers.get(table, []):
+                op = kinds[r["kind"]]["operations"][r["operation"]]
+                name = messages.get(r["correlation_id"]["internal"], op) if table == "marker_api" else op
+                insert(
+                    "rocpd_region",
+                    pid=proc,
+                    tid=thread(r["thread_id"]),
+                    **({"start": r["start_timestamp"], "end": r["end_timestamp"]} if with_start else {}),
+                    name_id=string(name),
+                    event_id=event(r),
+                )
+        for d in buffers.get("kernel_dispatch", []):
+            k = d["dispatch_info"]["kernel_id"]
+            if k not in symbols:
+                symbols[k] = insert(
+                    "rocpd_info_kernel_symbol", pid=proc, kernel_name=names[k] + ".kd", display_name=names[k]
+                )
+            insert(
+                "rocpd_kernel_dispatch",
+                pid=proc,
+                tid=thread(d["thread_id"]),
+                agent_id=agents[d["dispatch_info"]["agent_id"]["handle"]],
+                kernel_id=symbols[k],
+                queue_id=d["dispatch_info"]["queue_id"]["handle"],
+                stream_id=stream(d["stream_id"]["handle"]),
+                start=d["start_timestamp"],
+                end=d["end_timestamp"],
+                event_id=event(d),
+            )
+        for c in buffers.get("memory_copy", []):
+            insert(
+                "rocpd_memory_copy",
+                pid=proc,
+                tid=thread(c["thread_id"]),
+                start=c["start_timestamp"],
+                end=c["end_timestamp"],
+                name_id=string(kinds[c["kind"]]["operations"][c["operation"]]),
+                dst_agent_id=agents[c["dst_agent_id"]["handle"]],
+                src_agent_id=agents[c["src_agent_id"]["handle"]],
+                size=c["bytes"],
+                stream_id=stream(c["stream_id"]["handle"]),
+                event_id=event(c),
+            )
+        for m in buffers.get("memory_allocation", []):
+            op = kinds[m["kind"]]["operations"][m["operation"]]
+            insert(
+                "rocpd_memory_allocate",
+                pid=proc,
+                tid=thread(m["thread_id"]),
+                agent_id=agents.get(m["agent_id"]["handle"]),
+                type="ALLOC" if op.endswith("_ALLOCATE") else "FREE",
+                level="REAL",
+                start=m["start_timestamp"],
+                end=m["end_timestamp"],
+                address=int(m["address"], 16),
+                size=m["allocation_size"],
+                event_id=event(m),
+            )
+    db.commit()
+    db.close()
+    return path
+
+
+def _named(tf) -> dict:
+    """The frames with uids replaced by what they name (two readers number alike
+    things apart), missing values as None."""
+    op_name = dict(zip(tf.ops["uid"], tf.ops["name"]))
+    stream_name = dict(zip(tf.streams["uid"], tf.streams["name"]))
+
+    def rows(df, columns, **named) -> list[tuple]:
+        out = []
+        for r in df.to_dict("records"):
+            values = [named[c].get(r[c]) if c in named else r[c] for c in columns]
+            out.append(tuple(None if v is None or (isinstance(v, float) and v != v) else v for v in values))
+        return sorted(out, key=repr)
+
+    return {
+        "ops": rows(tf.ops, ("name", "start_us", "end_us", "role", "category", "thread", "parent"), parent=op_name),
+        "kernels": rows(
+            tf.kernels,
+            ("name", "start_us", "end_us", "kind", "stream", "op", "launch", "bytes", "direction"),
+            stream=stream_name,
+            op=op_name,
+            launch=op_name,
+        ),
+        "allocations": rows(tf.allocations, ("bytes", "alloc_us", "free_us", "address", "op"), op=op_name),
+        "devices": sorted(tf.devices["name"]),
+    }
+
+
+def test_a_rocpd_database_reads_as_its_json(real, tmp_path):
+    doc = made(real)
+    db = rocpd_of(doc, tmp_path / "made_results.db")
+    assert pipeline.detect(db) == "rocpd-sqlite"
+    from_db = rocpd.parse(db)
+    assert from_db.framework == "rocm"
+    assert _named(from_db) == _named(rocprof.parse(write(tmp_path, doc)))
+    assert from_db.meta["kernels_without_launch"] == 1
+
+
+def test_the_real_capture_as_rocpd_reads_as_its_json(real, tmp_path):
+    db = rocpd_of(real, tmp_path / "908_results.db")
+    gz = tmp_path / "908_results.db.gz"
+    gz.write_bytes(gzip.compress(db.read_bytes()))
+    expected = _named(rocprof.parse(PACKED))
+    assert _named(rocpd.parse(db)) == expected
+    assert _named(rocpd.parse(gz)) == expected
+
+
+def test_rocpd_ingested_and_answered_on_both_engines(graph, db_uri, real, tmp_path):
+    db = rocpd_of(made(real), tmp_path / "made_results.db")
+    proc = cli_here("ingest", str(db), "--trace", "rocpd-steps", "--step-marker", r"^step (\d+)$", db=db_uri)
+    assert proc.returncode == 0, proc.stderr
+    rows = run_analysis(graph, "step-breakdown", "rocpd-steps", {}).records()
+    assert [(r["step"], r["kernels"]) for r in rows] == [(1, 3), (2, 2)]
+    (peak,) = run_analysis(graph, "peak-memory", "rocpd-steps", {}).records()
+    assert (peak["allocator"], peak["peak_bytes"], peak["op"]) == ("gpu:0", 64 << 20, "hipMalloc")
+
+
+def test_rocpd_of_another_schema_or_none_is_one_line(real, tmp_path):
+    newer = rocpd_of(made(real), tmp_path / "v4.db", schema_version="4", with_start=False)
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        # rocpd's names, but as views over a table of the file's own: views are never read
+        db.execute("CREATE TABLE things (x)")
+        for name in ("rocpd_metadata_x", "rocpd_region_x", "rocpd_kernel_dispatch_x", "rocpd_info_agent_x"):
+            db.execute(f"CREATE VIEW {name} AS SELECT x AS start FROM things")
+        db.execute("CREATE VIEW rocpd_string_x AS SELECT 1")
+        db.execute("CREATE VIEW rocpd_event_x AS SELECT 1")
+    for path, message in (
+        (newer, "rocpd schema version 4 (rocpd_region without start, end): this reader reads version 3"),
+        (foreign, "an SQLite database without rocpd's tables"),
+    ):
+        with pytest.raises(InputError) as e:
+            rocpd.parse(path)
+        assert str(e.value).startswith(str(path)) and message in str(e.value), str(e.value)

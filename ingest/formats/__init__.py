@@ -68,6 +68,7 @@ _MODULES = {
     "chrome-trace": "chrome.trace",
     "nsys-sqlite": "nsys.trace",
     "rocprofv3-json": "rocprof.trace",
+    "rocpd-sqlite": "rocprof.rocpd",
     "xplane": "xplane.trace",
     "tf-stepstats": "tf.stepstats",
     "megengine-profile": "megengine_profile",
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
     from tracegraph.ingest.formats.kineto import et as kineto_et
     from tracegraph.ingest.formats.kineto import trace as kineto_trace
     from tracegraph.ingest.formats.nsys import trace as nsys_trace
+    from tracegraph.ingest.formats.rocprof import rocpd
     from tracegraph.ingest.formats.rocprof import trace as rocprof_trace
     from tracegraph.ingest.formats.tf import oplist, opnames, stepstats
     from tracegraph.ingest.formats.xplane import trace as xplane_trace
@@ -114,6 +116,7 @@ if TYPE_CHECKING:
         megengine_profile,
         nsys_trace,
         opnames,
+        rocpd,
         rocprof_trace,
         stepstats,
         xplane_trace,

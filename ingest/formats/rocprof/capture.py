@@ -29,6 +29,8 @@ CALL_CATEGORIES = {
     "HSA_FINALIZE_EXT_API": "hsa_api",
     "RCCL_API": "rccl_api",
 }
+# Copy operations (MEMORY_COPY_<FROM>_TO_<TO>) as the direction words Kineto uses.
+_DIRECTIONS = {"HOST": "H", "DEVICE": "D"}
 # The record kinds of ROCTx markers (marker_api records).
 MARKER_KINDS = frozenset({"MARKER_CORE_API", "MARKER_CORE_RANGE_API", "MARKER_CONTROL_API", "MARKER_NAME_API"})
 
@@ -99,3 +101,11 @@ class Process:
     work: list[Work] = field(default_factory=list)
     memory: list[Memory] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)  # host, command, what was not read
+
+
+def copy_direction(operation: str) -> str | None:
+    """``MEMORY_COPY_HOST_TO_DEVICE`` -> ``HtoD`` (None for another name)."""
+    parts = operation.removeprefix("MEMORY_COPY_").split("_TO_")
+    if len(parts) != 2 or parts[0] not in _DIRECTIONS or parts[1] not in _DIRECTIONS:
+        return None
+    return f"{_DIRECTIONS[parts[0]]}to{_DIRECTIONS[parts[1]]}"

@@ -24,13 +24,11 @@ import msgspec
 
 from tracegraph.errors import InputError
 from tracegraph.ingest import json_nesting, source
-from tracegraph.ingest.formats.rocprof.capture import Agent, Call, Memory, Process, Work
+from tracegraph.ingest.formats.rocprof.capture import Agent, Call, Memory, Process, Work, copy_direction
 
 FORMAT_NAME = "rocprofv3-json"
 TOP_KEY = "rocprofiler-sdk-tool"
 
-# Copy operations (MEMORY_COPY_<FROM>_TO_<TO>) as the direction words Kineto uses.
-_DIRECTIONS = {"HOST": "H", "DEVICE": "D"}
 # Marker operations that end a range another record already spans, or name things.
 _MARKER_NOT_RANGES = frozenset(
     {"roctxRangePop", "roctxRangeStop", "roctxGetThreadId", "roctxNameOsThread", "roctxNameHsaAgent"}
@@ -253,7 +251,7 @@ def _process(path: Path, index: int, doc: _ProcessDoc) -> Process:
         )
     for i, c in enumerate(buffers.memory_copy):
         start, end = times(c, "memory_copy", i)
-        direction = _direction(operation_of(c))
+        direction = copy_direction(operation_of(c))
         gpu_end = c.dst_agent_id.handle
         if out.agents.get(gpu_end, None) is None or out.agents[gpu_end].kind != "GPU":
             gpu_end = c.src_agent_id.handle
@@ -314,14 +312,6 @@ def _lane(stream: _Handle | None, queue: _Handle | None) -> str:
     if stream is not None:
         return f"stream:{stream.handle}"
     return f"queue:{queue.handle}" if queue is not None else "copies"
-
-
-def _direction(operation: str) -> str | None:
-    """MEMORY_COPY_HOST_TO_DEVICE -> HtoD."""
-    parts = operation.removeprefix("MEMORY_COPY_").split("_TO_")
-    if len(parts) != 2 or parts[0] not in _DIRECTIONS or parts[1] not in _DIRECTIONS:
-        return None
-    return f"{_DIRECTIONS[parts[0]]}to{_DIRECTIONS[parts[1]]}"
 
 
 def _dim(d: _Dim | None) -> tuple[int, int, int] | None:

@@ -12,6 +12,7 @@ const FORMATS = [
   "chrome-trace",
   "nsys-sqlite",
   "rocprofv3-json",
+  "rocpd-sqlite",
   "xplane",
   "tf-stepstats",
   "tf-oplist",
