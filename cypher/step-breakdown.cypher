@@ -20,7 +20,8 @@
 // Definition. Made at ingest (`ingest/steps.py`, `ingest/device_time.py`).
 // A step is an executed op that marks one: PyTorch's `ProfilerStep#N`,
 // PaddlePaddle's `ProfileStep#N`, JAX's and TensorFlow's
-// StepTraceAnnotation (an annotation with a `step_num` arg), or the ops the
+// StepTraceAnnotation (an annotation with a `step_num` arg: XPlane and
+// Chrome traces), or the ops the
 // pattern given at ingest names (`--step-marker REGEX`, its number the first
 // group of digits it captures). Its host range is its marker's; an op
 // belongs to the step whose host range holds its start, on any thread of

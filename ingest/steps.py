@@ -11,8 +11,8 @@ an executed op that marks one (a *marker*):
   of digits the match captured (else the markers are numbered 0, 1, ...
   in start order); :mod:`.step_marker` checks and runs a user's pattern;
 * by its own arg ``step_num`` (JAX's and TensorFlow's
-  ``StepTraceAnnotation``, in Chrome traces): an annotation op whose
-  attrs hold it (unless the user gave a pattern: then it alone names the
+  ``StepTraceAnnotation``, in Chrome traces and XPlane captures): an
+  annotation op whose attrs hold it (unless the user gave a pattern: then it alone names the
   markers).
 
 Per rank (a trace of one rank is rank 0), a step is its marker's host

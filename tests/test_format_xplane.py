@@ -154,9 +154,14 @@ def test_nesting_equals_the_reference(parsed, name):
 @pytest.mark.parametrize("name", CAPTURES)
 def test_steps(parsed, name):
     tf, ref = parsed[name], REFERENCE[name]["steps"]
-    # Step markers frame the work (on another thread): they are not ops.
-    assert not (tf.ops["role"] == "annotation").any()
-    steps = Counter(attrs(tf, i).get("step") for i in range(len(tf.ops)))
+    # A step's event is its marker: an annotation op (type step) holding its step_num.
+    markers = tf.ops[tf.ops["role"] == "annotation"]
+    assert set(markers["type"]) <= {"step"}
+    assert sorted(
+        (attrs(tf, i)["step_num"], tf.ops["name"].iloc[i], ps(tf.ops["dur_us"].iloc[i])) for i in markers.index
+    ) == [(s["stats"]["step_num"], s["event_name"], s["duration_ps"]) for s in ref]
+    work = tf.ops["role"] == "op"
+    steps = Counter(attrs(tf, i).get("step") for i in range(len(tf.ops)) if work.iloc[i])
     # Every op of these captures lies wholly inside its step, so starting inside it is the same.
     assert {k: v for k, v in steps.items() if k is not None} == {s["stats"]["step_num"]: s["ops_within"] for s in ref}
     if ref:
@@ -165,6 +170,20 @@ def test_steps(parsed, name):
         ]
     else:
         assert None in steps and "steps" not in tf.meta
+
+
+@pytest.mark.parametrize("name", [f for f in CAPTURES if REFERENCE[f]["steps"]])
+def test_steps_are_step_nodes(graph, name):
+    """Ingested, the capture's steps are Step nodes (step-breakdown): the
+    reference's step numbers and durations, and each step's ops: its own
+    work and its marker."""
+    ref = REFERENCE[name]["steps"]
+    trace = "xplane-steps-" + name.split(".")[0].replace("_", "-")
+    ingest(graph, [XPLANE / name], trace)
+    rows = run_analysis(graph, "step-breakdown", trace, {}).records()
+    assert [(r["step"], r["name"], r["host_us"], r["ops"]) for r in rows] == [
+        (s["stats"]["step_num"], s["event_name"], s["duration_ps"] / 1e6, s["ops_within"] + 1) for s in ref
+    ]
 
 
 def test_tf_iterations_and_phases(parsed):

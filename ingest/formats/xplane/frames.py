@@ -35,7 +35,8 @@ def number_ops(cap: Capture) -> None:
 
 def assign_steps(cap: Capture) -> None:
     """attrs.step of every op starting inside a step's interval (the
-    latest-starting such step)."""
+    latest-starting such step); a step's ``ops``: its work (its marker is
+    not counted)."""
     if not cap.steps:
         return
     steps = sorted(cap.steps, key=lambda s: (s.start, -s.end, s.step))
@@ -46,7 +47,7 @@ def assign_steps(cap: Capture) -> None:
             i -= 1  # steps are few and rarely overlap: a short scan back
         if i >= 0:
             op.attrs["step"] = steps[i].step
-            steps[i].ops += 1
+            steps[i].ops += op.role is not Role.ANNOTATION
 
 
 def frames(cap: Capture, framework: str, has_deps: bool) -> TraceFrames:

@@ -10,7 +10,7 @@ from itertools import compress
 from typing import Any
 
 from tracegraph.ingest.formats import kit
-from tracegraph.ingest.formats.kit import Kind
+from tracegraph.ingest.formats.kit import Kind, Role
 from tracegraph.ingest.formats.tf.names import phase_of
 from tracegraph.ingest.formats.xplane.capture import METADATA_PLANE, At, Capture, Op, Step, malformed
 from tracegraph.ingest.formats.xplane.hlo import Module
@@ -88,6 +88,13 @@ def _host_line(cap: Capture, pi: int, li: int, plane: XPlane, line: XLine, devic
             cap.timed(ev, at)
             cap.steps.append(Step(name, step, start, end))
             cap.counts["steps"] += 1
+            # The step's marker, an annotation op as every format's steps are
+            # (Kineto's ProfilerStep#N, the same StepTraceAnnotation in a
+            # Chrome trace): ingest makes a Step of it by its step_num.
+            marker = Op(kit.uid(Kind.OP, *at), name, "step", device, start, end, at, role=Role.ANNOTATION)
+            marker.thread, marker.line = thread, (pi, li)
+            marker.attrs["step_num"] = step
+            cap.ops.append(marker)
         elif display and name.endswith(":" + display) and _node_name(name[: -len(display) - 1]):
             cap.timed(ev, at)
             node = name[: -len(display) - 1]
