@@ -113,9 +113,13 @@ def test_analyses_on_both_engines(graph, real):
     by_name = {r["stream"]: r for r in rows}
     assert by_name[f"stream:{top}"]["busy_us"] == pytest.approx(_union_ns(per_stream[top]) / 1000, abs=1e-3)
     assert by_name[f"stream:{top}"]["kernels"] == len(per_stream[top])
-    for name in ("top-ops", "idle-gaps"):
+    for name in ("top-ops", "op-type-breakdown", "idle-gaps", "observed-critical-path"):
         res = run_analysis(graph, name, "rocprof-real", {})
         assert res.available and res.rows, (name, res.note)
+    # no ROCTx range, no step: said in one line
+    steps = run_analysis(graph, "step-breakdown", "rocprof-real", {})
+    assert not steps.available and steps.note.startswith("not available: the trace has no steps")
+    assert "\n" not in steps.note
 
 
 # ------------------------------------------------------------- a capture with everything
@@ -351,8 +355,16 @@ def test_bad_files_leave_the_database_as_it_was(graph, db_uri, real, tmp_path):
     cut.write_text(text[: len(text) // 2])
     other = tmp_path / "other.json"
     other.write_text('{"rocprofiler-sdk-tool": 7}')
-    for bad, what in ((cut, "truncated JSON"), (other, "Expected `array`, got `int`")):
-        proc = cli_here("ingest", str(bad), "--trace", "rocprof-bad", "--format", "rocprofv3-json", db=db_uri)
+    newer = rocpd_of(made(real), tmp_path / "v4.db", schema_version="4", with_start=False)
+    cut_db = tmp_path / "cut.db"
+    cut_db.write_bytes(rocpd_of(made(real), tmp_path / "whole.db").read_bytes()[:8192])
+    for bad, what, fmt in (
+        (cut, "truncated JSON", "rocprofv3-json"),
+        (other, "Expected `array`, got `int`", "rocprofv3-json"),
+        (newer, "rocpd schema version 4", "rocpd-sqlite"),
+        (cut_db, "SQLite", "rocpd-sqlite"),
+    ):
+        proc = cli_here("ingest", str(bad), "--trace", "rocprof-bad", "--format", fmt, db=db_uri)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1 and len(lines) == 1 and str(bad) in lines[0] and what in lines[0], proc.stderr
     assert ready_traces(graph) == before
