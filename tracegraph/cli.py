@@ -323,6 +323,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(host=args.host, port=args.port, db=args.db, log_level=args.log_level, workers=args.workers)
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from tracegraph.api.mcp_server import serve_stdio
+
+    return serve_stdio(args.db, Path(args.root) if args.root else None)
+
+
 def _common_options(*, before_command: bool) -> argparse.ArgumentParser:
     """``--db`` and ``--debug``, accepted before the command and after it.
     After it they default to *absent*: argparse copies a subcommand's
@@ -463,6 +469,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the Model Context Protocol over stdin/stdout, for AI assistants",
+        description="A Model Context Protocol server over stdin/stdout: the traces, ingest, read-only "
+        "Cypher and every catalog analysis as tools. It ingests only files under --root.",
+    )
+    s.add_argument("--root", help="the directory it may ingest from (default: the current directory)")
+    s.set_defaults(func=cmd_mcp)
     return p
 
 

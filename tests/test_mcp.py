@@ -1,0 +1,161 @@
+"""``tracegraph mcp`` (issue 49, slice 1): the MCP SDK's own client, over
+stdio, talking to a real ``tracegraph mcp`` process on the engine under
+test. It lists the tools (the catalog's, generated), ingests a bundled
+sample, runs every analysis and a Cypher statement and gets the CLI's JSON
+rows; writes, LOAD CSV, procedures and paths outside the allowed root are
+refused in one line; a missing fact is the typed ``not_available``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from conftest import EXAMPLES, cli_here
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from test_every_seed import _params
+
+from tracegraph.api.mcp_server import ANSWER_ROWS, SERVICE_TOOLS
+from tracegraph.queries.catalog import catalog
+
+SAMPLE = "tf1-alexnet-stepstats.pbtxt"  # dependencies, kernels, memory: most analyses answer
+
+
+def with_session(db_uri: str, root: Path, work: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    """Run ``work`` on a session of a ``tracegraph mcp`` process (on this
+    session's data directory and the engine under test), ingesting under ``root``."""
+    args = ["-m", "tracegraph.cli", "mcp", "--root", str(root)]
+    if db_uri != "embedded":
+        args[3:3] = ["--db", db_uri]
+    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+
+    async def run() -> Any:
+        with anyio.fail_after(300):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await work(session)
+
+    return anyio.run(run)
+
+
+def answer(result) -> Any:
+    assert not result.is_error, result.content[0].text
+    body = result.structured_content
+    assert json.loads(result.content[0].text) == body  # the text is the same answer
+    return body
+
+
+def cli_json(db_uri: str, *args: str) -> list[dict]:
+    out = cli_here(*args, "--format", "json", db=db_uri, check=True).stdout
+    return json.loads(out) if out.strip() else []
+
+
+def test_tools_ingest_every_analysis_and_cypher_equal_the_cli(graph, db_uri):
+    trace = "mcp-alexnet"
+    analyses = catalog()
+
+    async def work(s: ClientSession) -> dict[str, Any]:
+        listed = (await s.list_tools()).tools
+        out: dict[str, Any] = {"tools": {t.name: t for t in listed}}
+        out["ingest"] = answer(await s.call_tool("ingest", {"path": SAMPLE, "trace": trace, "replace": True}))
+        out["traces"] = answer(await s.call_tool("traces", {}))
+        out["cypher"] = answer(
+            await s.call_tool(
+                "cypher",
+                {
+                    "query": "MATCH (o:Op {trace: $trace}) RETURN o.type AS type, count(*) AS ops "
+                    "ORDER BY ops DESC, type LIMIT 5",
+                    "trace": trace,
+                },
+            )
+        )
+        out["analyses"] = {}
+        for name, analysis in analyses.items():
+            params = {"trace": trace, **_params(analysis, graph, trace)}
+            out["analyses"][name] = (params, answer(await s.call_tool(name, params)))
+        return out
+
+    got = with_session(db_uri, EXAMPLES, work)
+    # the tools: the service's and one per analysis, each with its parameters' schema
+    tools = got["tools"]
+    assert set(tools) == {*SERVICE_TOOLS, *analyses}
+    for name, analysis in analyses.items():
+        schema = tools[name].input_schema
+        assert schema["type"] == "object" and "trace" in schema["required"]
+        assert set(schema["properties"]) == {p.name for p in analysis.params}
+        for p in analysis.params:
+            if p.type == "INTEGER":
+                assert schema["properties"][p.name]["type"] == "integer"
+            if p.choices:
+                assert schema["properties"][p.name]["enum"] == list(p.choices)
+    assert got["ingest"]["trace"] == trace and got["ingest"]["nodes"]["Op"] > 0
+    listed = {t["trace"]: t for t in got["traces"]["traces"]}
+    assert listed[trace]["framework"] == "tensorflow" and listed[trace]["has_kernels"]
+    # every analysis: the CLI's rows (at most ANSWER_ROWS of them, the rest counted)
+    for name, (params, body) in got["analyses"].items():
+        args = [a for k, v in params.items() if k != "trace" for a in ("--param", f"{k}={v}")]
+        rows = cli_json(db_uri, "query", name, "--trace", trace, *args)
+        if "not_available" in body:
+            assert rows == [], name
+            continue
+        assert body["rows"] == rows[:ANSWER_ROWS], name
+        assert body.get("rows_cut", 0) == max(0, len(rows) - ANSWER_ROWS), name
+    cypher = cli_json(
+        db_uri,
+        "cypher",
+        "MATCH (o:Op {trace: $trace}) RETURN o.type AS type, count(*) AS ops ORDER BY ops DESC, type LIMIT 5",
+        "--trace",
+        trace,
+    )
+    assert got["cypher"]["rows"] == cypher and len(cypher) == 5
+
+
+def test_refusals_are_one_line_and_missing_facts_typed(graph, db_uri, tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / SAMPLE).write_bytes((EXAMPLES / SAMPLE).read_bytes())
+    (root / "escape").symlink_to(EXAMPLES)  # a link out of the root
+    names = EXAMPLES / "tf2-resnet50-opnames.txt"  # no times: timed analyses are not available
+    (root / names.name).write_bytes(names.read_bytes())
+
+    async def work(s: ClientSession) -> dict[str, Any]:
+        calls = {
+            "write": ("cypher", {"query": "CREATE (n:Op {trace: 'x'}) RETURN n"}),
+            "load_csv": ("cypher", {"query": "LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row"}),
+            # a procedure that reads beyond the trace graph (each engine's own)
+            "procedure": (
+                "cypher",
+                {"query": "CALL dbms.procedures()" if db_uri == "embedded" else "CALL dbms.listConfig()"},
+            ),
+            "outside": ("ingest", {"path": str(EXAMPLES / SAMPLE)}),
+            "dotdot": ("ingest", {"path": f"../{tmp_path.name}/../../etc/passwd"}),
+            "link": ("ingest", {"path": f"escape/{SAMPLE}"}),
+            "missing": ("ingest", {"path": "nothing-here.json"}),
+            "no_trace": ("top-ops", {"trace": "mcp-no-such-trace"}),
+            "bad_param": ("top-ops", {"trace": "mcp-no-such-trace", "n": -5}),
+        }
+        out = {k: await s.call_tool(tool, args) for k, (tool, args) in calls.items()}
+        out["ingest"] = answer(await s.call_tool("ingest", {"path": names.name, "trace": "mcp-names"}))
+        out["unavailable"] = answer(await s.call_tool("top-ops", {"trace": "mcp-names"}))
+        return out
+
+    got = with_session(db_uri, root, work)
+    for key in ("write", "load_csv", "procedure", "outside", "dotdot", "link", "missing", "no_trace", "bad_param"):
+        result = got[key]
+        text = result.content[0].text
+        assert result.is_error and "\n" not in text and text, (key, text)
+    assert "is not allowed" in got["procedure"].content[0].text
+    assert "outside the directory this server may ingest from" in got["outside"].content[0].text
+    assert "outside the directory" in got["link"].content[0].text
+    assert "no such file or directory" in got["missing"].content[0].text
+    assert "mcp-no-such-trace" in got["no_trace"].content[0].text
+    assert "parameter n" in got["bad_param"].content[0].text
+    # nothing was written by the refused statements
+    assert graph.run("MATCH (n:Op {trace: 'x'}) RETURN count(n)", {}, trace=None).rows[0][0] == 0
+    assert got["unavailable"]["not_available"]["fact"] == "times"
+    assert got["unavailable"]["note"].startswith("not available: ")
