@@ -1,6 +1,11 @@
 """``tracegraph mcp``: the service as a Model Context Protocol server, so an
 assistant can ingest traces, run the catalog and read-only Cypher.
 
+Two transports: stdio (``tracegraph mcp``, what a desktop assistant starts)
+and streamable HTTP (``tracegraph mcp --http``, at ``/mcp``, for a shared
+deployment): behind ``TRACEGRAPH_API_KEY`` (``Authorization: Bearer``,
+the HTTP API's key and its rule: no key, no listening beyond loopback).
+
 Built on the official MCP Python SDK (``mcp``, its low-level ``Server``):
 the tools are generated from the catalog at start, each with the JSON
 schema of its parameters, which the SDK's decorator API (tools from
@@ -32,6 +37,7 @@ answer is the typed ``not_available`` answer, not an error.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import threading
@@ -44,8 +50,10 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import tracegraph
+from tracegraph.api.app import check_exposure
 from tracegraph.api.connection import GraphHolder
 from tracegraph.api.settings import Settings
 from tracegraph.errors import BadRequest, UserError, first_line
@@ -293,4 +301,56 @@ def serve_stdio(db: str | None, root: Path | None = None) -> int:
             await Server.run(srv, read, write, srv.create_initialization_options())
 
     anyio.run(run)
+    return 0
+
+
+# ---------------------------------------------------------------- streamable HTTP
+
+
+class RequireKey:
+    """ASGI middleware: a request without ``Authorization: Bearer <key>``
+    is answered 401 before it reaches the MCP app (lifespan events pass)."""
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app = app
+        self.key = f"Bearer {key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.key):
+                body = json.dumps(
+                    {"detail": "missing or wrong API key: send Authorization: Bearer <TRACEGRAPH_API_KEY>"}
+                )
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body.encode()})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(service: Service, host: str, api_key: str | None) -> Any:
+    """The streamable HTTP app (``/mcp``), behind the key when there is one."""
+    app = server(service).streamable_http_app(streamable_http_path="/mcp", host=host)
+    return RequireKey(app, api_key) if api_key else app
+
+
+def serve_http(db: str | None, root: Path | None, host: str, port: int) -> int:
+    """Serve streamable HTTP with uvicorn until SIGINT/SIGTERM."""
+    import uvicorn
+
+    limits = Settings.from_env()
+    check_exposure(host, limits)
+    settings = McpSettings(Path(root or os.getcwd()).resolve(), limits)
+    app = http_app(Service(db, settings), host, limits.api_key)
+    config = uvicorn.Config(app, host=host, port=port, lifespan="on", server_header=False, log_level="warning")
+    try:
+        uvicorn.Server(config).run()
+    except SystemExit as e:  # uvicorn exits 3 when it cannot bind
+        return 0 if e.code in (0, None) else 1
     return 0

@@ -7,17 +7,23 @@ refused in one line; a missing fact is the typed ``not_available``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from conftest import EXAMPLES, cli_here
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from test_every_seed import _params
 
 from tracegraph.api.mcp_server import ANSWER_ROWS, SERVICE_TOOLS
@@ -159,3 +165,87 @@ def test_refusals_are_one_line_and_missing_facts_typed(graph, db_uri, tmp_path):
     assert graph.run("MATCH (n:Op {trace: 'x'}) RETURN count(n)", {}, trace=None).rows[0][0] == 0
     assert got["unavailable"]["not_available"]["fact"] == "times"
     assert got["unavailable"]["note"].startswith("not available: ")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def mcp_http_process(db_uri: str, root: Path, key: str | None):
+    """``tracegraph mcp --http`` on a free port; its /mcp URL once it answers."""
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("TRACEGRAPH_API_KEY", None)
+    if key:
+        env["TRACEGRAPH_API_KEY"] = key
+    args = [sys.executable, "-m", "tracegraph.cli", "mcp", "--http", "--port", str(port), "--root", str(root)]
+    if db_uri != "embedded":
+        args[3:3] = ["--db", db_uri]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                httpx.get(url, timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "tracegraph mcp --http did not answer"
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+def test_streamable_http_behind_the_api_key(graph, db_uri):
+    """Over streamable HTTP, the SDK's client with the key lists the same
+    tools and gets the same answers; without it, or with another, 401."""
+    key = "mcp-test-key-0123456789"
+    with mcp_http_process(db_uri, EXAMPLES, key) as url:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": key}):
+            r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers, timeout=30)
+            assert r.status_code == 401 and "API key" in r.json()["detail"], (headers, r.text)
+
+        async def run() -> dict[str, Any]:
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+            with anyio.fail_after(300):
+                async with (
+                    client,
+                    streamable_http_client(url, http_client=client) as (read, write),
+                    ClientSession(read, write) as s,
+                ):
+                    await s.initialize()
+                    listed = [t.name for t in (await s.list_tools()).tools]
+                    call = await s.call_tool("ingest", {"path": SAMPLE, "trace": "mcp-http", "replace": True})
+                    top = answer(await s.call_tool("top-ops", {"trace": "mcp-http", "n": 5}))
+                    return {"tools": listed, "ingest": answer(call), "top": top}
+
+        got = anyio.run(run)
+    assert set(got["tools"]) == {*SERVICE_TOOLS, *catalog()}
+    assert got["ingest"]["trace"] == "mcp-http"
+    assert got["top"]["rows"] == cli_json(db_uri, "query", "top-ops", "--trace", "mcp-http", "--param", "n=5")
+
+
+def test_http_beyond_loopback_needs_a_key(tmp_path):
+    env = dict(os.environ)
+    env.pop("TRACEGRAPH_API_KEY", None)
+    env.pop("TRACEGRAPH_ALLOW_NO_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracegraph.cli", "mcp", "--http", "--host", "0.0.0.0", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "refusing to serve on 0.0.0.0 without TRACEGRAPH_API_KEY" in proc.stderr

@@ -324,9 +324,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from tracegraph.api.mcp_server import serve_stdio
+    from tracegraph.api.mcp_server import serve_http, serve_stdio
 
-    return serve_stdio(args.db, Path(args.root) if args.root else None)
+    root = Path(args.root) if args.root else None
+    if args.http:
+        return serve_http(args.db, root, args.host, args.port)
+    return serve_stdio(args.db, root)
 
 
 def _common_options(*, before_command: bool) -> argparse.ArgumentParser:
@@ -478,6 +481,9 @@ def _parser() -> argparse.ArgumentParser:
         "Cypher and every catalog analysis as tools. It ingests only files under --root.",
     )
     s.add_argument("--root", help="the directory it may ingest from (default: the current directory)")
+    s.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    s.add_argument("--host", default="127.0.0.1", help="--http: address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8001, help="--http: port (default 8001)")
     s.set_defaults(func=cmd_mcp)
     return p
 
