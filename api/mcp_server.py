@@ -23,6 +23,13 @@ Tools:
   trace graph and nothing else), ``tracegraph cypher``'s checks;
 * one tool per catalog analysis, named as the analysis, its parameters
   those of the ``.cypher`` header (types, bounds, choices, defaults).
+* ``whatif``: the what-if's new critical path (``tracegraph whatif``);
+* ``explain``: a trace's facts and its headline analyses' rows
+  (:data:`EXPLAIN`), each section its rows or why it is not available.
+
+Resources: the graph schema (``tracegraph://schema``), each analysis's
+``.cypher`` file (``tracegraph://analyses/NAME``) and a trace's summary
+(``tracegraph://traces/TRACE``, a template).
 
 Every tool goes through the service layer (:mod:`tracegraph.queries`) as the
 CLI and the HTTP API do, with the HTTP API's limits (``TRACEGRAPH_QUERY_
@@ -43,31 +50,45 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import tracegraph
 from tracegraph.api.app import check_exposure
 from tracegraph.api.connection import GraphHolder
 from tracegraph.api.settings import Settings
-from tracegraph.errors import BadRequest, UserError, first_line
+from tracegraph.errors import BadRequest, NotFound, UserError, first_line
 from tracegraph.queries.catalog import Analysis, Param, catalog
 from tracegraph.queries.cypher import run_cypher
 from tracegraph.queries.ingest import format_names
 from tracegraph.queries.run import run_analysis
-from tracegraph.queries.traces import list_traces
+from tracegraph.queries.traces import describe_trace, list_traces
+from tracegraph.queries.types import as_json
+from tracegraph.queries.whatif import what_if
 
 # Rows an answer holds at most (the rest counted in rows_cut): an assistant
 # reads every row it is given.
 ANSWER_ROWS = 200
 # The tools that are not analyses (an analysis may not take one's name).
-SERVICE_TOOLS = ("traces", "ingest", "cypher")
+SERVICE_TOOLS = ("traces", "ingest", "cypher", "whatif", "explain")
+# explain's headline analyses: (analysis, its parameters, the rows it keeps).
+EXPLAIN: tuple[tuple[str, dict[str, Any], int], ...] = (
+    ("observed-critical-path-summary", {}, 10),
+    ("top-ops", {"n": 5}, 5),
+    ("idle-breakdown", {}, 10),
+    ("peak-memory", {}, 5),
+    ("step-breakdown", {}, 10),
+    ("stragglers", {}, 5),
+)
 _JSON_TYPES = {"INTEGER": "integer", "FLOAT": "number", "BOOLEAN": "boolean"}
 
 
@@ -165,6 +186,39 @@ def tools() -> list[types.Tool]:
             },
             annotations=types.ToolAnnotations(read_only_hint=True),
         ),
+        types.Tool(
+            name="whatif",
+            description="What if the ops a pattern matches took `factor` times as long? The new dependency "
+            "critical path and the time saved (traces with dependencies).",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "trace": {"type": "string"},
+                    "match": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "type=REGEX or name=REGEX, any of them",
+                    },
+                    "factor": {"type": "number", "minimum": 0, "description": "0.5: twice as fast"},
+                },
+                "required": ["trace", "match", "factor"],
+                "additionalProperties": False,
+            },
+            annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+        ),
+        types.Tool(
+            name="explain",
+            description="A trace's headline numbers in one answer: its facts, the observed critical path's "
+            "heaviest segments, the top ops, idle time by cause, the memory peak, steps and stragglers "
+            "(each section the analysis's rows, or why it is not available).",
+            input_schema={
+                "type": "object",
+                "properties": {"trace": {"type": "string"}},
+                "required": ["trace"],
+                "additionalProperties": False,
+            },
+            annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+        ),
     ]
     return service + [_analysis_tool(a) for a in analyses.values()]
 
@@ -206,6 +260,8 @@ class Service:
             "traces": self._traces,
             "ingest": self._ingest,
             "cypher": self._cypher,
+            "whatif": self._whatif,
+            "explain": self._explain,
         }
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -248,6 +304,39 @@ class Service:
             )
         return _compact(res.columns, res.rows, truncated_at=limits.cypher_max_rows if res.truncated else None)
 
+    def _whatif(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        match = arguments.get("match")
+        if not isinstance(match, list) or not all(isinstance(m, str) for m in match):
+            raise BadRequest("match: expected a list of type=REGEX or name=REGEX")
+        with self.holder.use() as graph:
+            r = what_if(graph, str(arguments.get("trace")), match, float(arguments.get("factor", 1.0)))
+        if r.unavailable is not None:
+            return {"not_available": {"fact": r.unavailable.fact, "reason": r.unavailable.reason}}
+        body: dict[str, Any] = as_json(r)
+        path = body.pop("path", [])
+        body["path"] = path[:ANSWER_ROWS]
+        if len(path) > ANSWER_ROWS:
+            body["path_cut"] = len(path) - ANSWER_ROWS
+        return body
+
+    def _explain(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The trace's facts and the headline analyses' rows (or why not)."""
+        trace = str(arguments.get("trace"))
+        with self.holder.use() as graph:
+            summary = describe_trace(graph, trace)
+            out: dict[str, Any] = {"trace": {k: v for k, v in asdict(summary).items() if v is not None}}
+            for name, params, keep in EXPLAIN:
+                result = run_analysis(graph, name, trace, params, timeout_ms=self.settings.limits.query_timeout_ms)
+                if result.unavailable is not None:
+                    out[name] = {"not_available": result.unavailable.reason}
+                else:
+                    rows = [dict(zip(result.columns, r)) for r in result.rows[:keep]]
+                    out[name] = {
+                        "rows": rows,
+                        **({"rows_cut": len(result.rows) - keep} if len(result.rows) > keep else {}),
+                    }
+        return out
+
     def _analysis(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         args = dict(arguments)
         trace = args.pop("trace", None)
@@ -259,6 +348,55 @@ class Service:
             u = result.unavailable
             return {"not_available": {"fact": u.fact, "reason": u.reason}, "note": u.note}
         return _compact(result.columns, result.rows, note=result.note)
+
+
+# ---------------------------------------------------------------- resources
+
+SCHEMA_URI = "tracegraph://schema"
+ANALYSIS_URI = "tracegraph://analyses/{name}"
+TRACE_URI = "tracegraph://traces/{trace}"
+
+
+def resource_list() -> list[types.Resource]:
+    """The graph schema, and each analysis's definition (its .cypher file)."""
+    out = [
+        types.Resource(
+            uri=SCHEMA_URI,
+            name="schema",
+            description="The graph schema: every label, relationship and property (cypher/SCHEMA.md).",
+            mime_type="text/markdown",
+        )
+    ]
+    for a in catalog().values():
+        out.append(
+            types.Resource(
+                uri=ANALYSIS_URI.format(name=a.name),
+                name=f"analysis {a.name}",
+                description=f"{a.summary} (its definition: header and Cypher)",
+                mime_type="text/plain",
+            )
+        )
+    return out
+
+
+def read(service: Service, uri: str) -> tuple[str, str]:
+    """(MIME type, text) of a resource: the schema, an analysis's .cypher
+    file, or a trace's summary (JSON)."""
+    if uri == SCHEMA_URI:
+        return "text/markdown", resources.files("tracegraph.cypher").joinpath("SCHEMA.md").read_text(encoding="utf-8")
+    prefix_analysis, prefix_trace = ANALYSIS_URI.split("{")[0], TRACE_URI.split("{")[0]
+    if uri.startswith(prefix_analysis):
+        name = uri.removeprefix(prefix_analysis)
+        analyses = catalog()
+        if name not in analyses:
+            raise NotFound(f"no analysis {name!r}")
+        return "text/plain", analyses[name].text
+    if uri.startswith(prefix_trace):
+        trace = unquote(uri.removeprefix(prefix_trace))
+        with service.holder.use() as graph:
+            summary = describe_trace(graph, trace)
+        return "application/json", json.dumps({k: v for k, v in asdict(summary).items() if v is not None}, default=str)
+    raise NotFound(f"no resource {uri!r}")
 
 
 def server(service: Service) -> Server[Any]:
@@ -281,6 +419,31 @@ def server(service: Service) -> Server[Any]:
         text = json.dumps(body, default=str)
         return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=body)
 
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=resource_list())
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            uri_template=TRACE_URI,
+            name="trace",
+            description="A stored trace's summary: its facts and counts (JSON)",
+            mime_type="application/json",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        def text() -> tuple[str, str]:
+            with lock:
+                return read(service, str(params.uri))
+
+        try:
+            mime, body = await anyio.to_thread.run_sync(text)
+        except UserError as e:
+            raise MCPError(types.INVALID_PARAMS, first_line(e)) from None
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=params.uri, text=body, mime_type=mime)]
+        )
+
     return Server(
         "tracegraph",
         version=tracegraph.__version__,
@@ -288,6 +451,9 @@ def server(service: Service) -> Server[Any]:
         "catalog's analyses (each a tool) or read-only Cypher over the graph.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
     )
 
 

@@ -249,3 +249,48 @@ def test_http_beyond_loopback_needs_a_key(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 1 and "refusing to serve on 0.0.0.0 without TRACEGRAPH_API_KEY" in proc.stderr
+
+
+def test_resources_whatif_and_explain(graph, db_uri):
+    """The schema and every analysis's definition are resources, a trace's
+    summary a templated one; whatif and explain answer as the CLI does."""
+    trace = "mcp-explain"
+    cypher_dir = Path(__file__).resolve().parent.parent / "cypher"
+
+    async def work(s: ClientSession) -> dict[str, Any]:
+        answer(await s.call_tool("ingest", {"path": SAMPLE, "trace": trace, "replace": True}))
+        out: dict[str, Any] = {"listed": [r.uri for r in (await s.list_resources()).resources]}
+        out["templates"] = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
+        out["schema"] = (await s.read_resource("tracegraph://schema")).contents[0].text
+        out["top-ops"] = (await s.read_resource("tracegraph://analyses/top-ops")).contents[0].text
+        out["summary"] = json.loads((await s.read_resource(f"tracegraph://traces/{trace}")).contents[0].text)
+        try:
+            await s.read_resource("tracegraph://traces/mcp-no-such-trace")
+            out["missing"] = None
+        except Exception as e:  # the SDK raises the server's error
+            out["missing"] = str(e)
+        out["whatif"] = answer(await s.call_tool("whatif", {"trace": trace, "match": ["type=Conv2D"], "factor": 0.5}))
+        out["explain"] = answer(await s.call_tool("explain", {"trace": trace}))
+        return out
+
+    got = with_session(db_uri, EXAMPLES, work)
+    assert got["listed"] == ["tracegraph://schema", *(f"tracegraph://analyses/{n}" for n in catalog())]
+    assert got["templates"] == ["tracegraph://traces/{trace}"]
+    assert got["schema"] == (cypher_dir / "SCHEMA.md").read_text(encoding="utf-8")
+    assert got["top-ops"] == (cypher_dir / "top-ops.cypher").read_text(encoding="utf-8")
+    assert got["summary"]["trace"] == trace and got["summary"]["framework"] == "tensorflow"
+    assert got["missing"] and "mcp-no-such-trace" in got["missing"]
+    whatif = json.loads(
+        cli_here(
+            "whatif", "--trace", trace, "--match", "type=Conv2D", "--factor", "0.5", "--format", "json", db=db_uri
+        ).stdout
+    )
+    assert got["whatif"] == whatif and got["whatif"]["matched_ops"] > 0
+    explain = got["explain"]
+    assert explain["trace"]["trace"] == trace
+    assert explain["top-ops"]["rows"] == cli_json(db_uri, "query", "top-ops", "--trace", trace, "--param", "n=5")
+    assert explain["peak-memory"]["rows"] == cli_json(db_uri, "query", "peak-memory", "--trace", trace)[:5]
+    ocp = cli_json(db_uri, "query", "observed-critical-path-summary", "--trace", trace)
+    assert explain["observed-critical-path-summary"]["rows"] == ocp[:10]
+    # a one-rank trace without steps: those sections say why, in the analysis's words
+    assert explain["step-breakdown"]["not_available"].startswith("the trace has no steps")
