@@ -294,3 +294,30 @@ def test_resources_whatif_and_explain(graph, db_uri):
     assert explain["observed-critical-path-summary"]["rows"] == ocp[:10]
     # a one-rank trace without steps: those sections say why, in the analysis's words
     assert explain["step-breakdown"]["not_available"].startswith("the trace has no steps")
+
+
+def test_tool_definitions_are_valid_mcp_tools():
+    """Every tool, as sent, is a Tool of the MCP specification (the SDK's
+    model of its schema); its inputSchema is a JSON Schema (2020-12) for an
+    object, and each declared default is valid under its own schema."""
+    import mcp_types
+    from jsonschema import Draft202012Validator
+
+    from tracegraph.api.mcp_server import tools
+
+    listed = tools()
+    assert len({t.name for t in listed}) == len(listed)
+    for tool in listed:
+        wire = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+        assert set(wire) >= {"name", "description", "inputSchema"}, wire
+        assert mcp_types.Tool.model_validate(wire) == tool
+        schema = wire["inputSchema"]
+        Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        for prop in schema["properties"].values():
+            if "default" in prop:
+                Draft202012Validator(prop).validate(prop["default"])
+        validator = Draft202012Validator(schema)
+        assert not validator.is_valid({"no_such_argument": 1}), tool.name
+    top = Draft202012Validator(next(t for t in listed if t.name == "top-ops").input_schema)
+    assert top.is_valid({"trace": "t", "n": 5}) and not top.is_valid({"trace": "t", "n": "five"})
