@@ -210,7 +210,8 @@ def mcp_http_process(db_uri: str, root: Path, key: str | None):
 
 def test_streamable_http_behind_the_api_key(graph, db_uri):
     """Over streamable HTTP, the SDK's client with the key lists the same
-    tools and gets the same answers; without it, or with another, 401."""
+    tools, ingests and runs every analysis with the CLI's answers; without
+    the key, or with another, 401."""
     key = "mcp-test-key-0123456789"
     with mcp_http_process(db_uri, EXAMPLES, key) as url:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": key}):
@@ -228,13 +229,21 @@ def test_streamable_http_behind_the_api_key(graph, db_uri):
                     await s.initialize()
                     listed = [t.name for t in (await s.list_tools()).tools]
                     call = await s.call_tool("ingest", {"path": SAMPLE, "trace": "mcp-http", "replace": True})
-                    top = answer(await s.call_tool("top-ops", {"trace": "mcp-http", "n": 5}))
-                    return {"tools": listed, "ingest": answer(call), "top": top}
+                    ingested = answer(call)
+                    analyses = {}
+                    for name, analysis in catalog().items():
+                        params = {"trace": "mcp-http", **_params(analysis, graph, "mcp-http")}
+                        analyses[name] = (params, answer(await s.call_tool(name, params)))
+                    return {"tools": listed, "ingest": ingested, "analyses": analyses}
 
         got = anyio.run(run)
     assert set(got["tools"]) == {*SERVICE_TOOLS, *catalog()}
     assert got["ingest"]["trace"] == "mcp-http"
-    assert got["top"]["rows"] == cli_json(db_uri, "query", "top-ops", "--trace", "mcp-http", "--param", "n=5")
+    # every analysis over HTTP: the CLI's rows, as over stdio
+    for name, (params, body) in got["analyses"].items():
+        args = [a for k, v in params.items() if k != "trace" for a in ("--param", f"{k}={v}")]
+        rows = cli_json(db_uri, "query", name, "--trace", "mcp-http", *args)
+        assert body.get("rows", []) == rows[:ANSWER_ROWS], name
 
 
 def test_http_beyond_loopback_needs_a_key(tmp_path):
