@@ -128,6 +128,10 @@ def test_refusals_are_one_line_and_missing_facts_typed(graph, db_uri, tmp_path):
     (root / "escape").symlink_to(EXAMPLES)  # a link out of the root
     names = EXAMPLES / "tf2-resnet50-opnames.txt"  # no times: timed analyses are not available
     (root / names.name).write_bytes(names.read_bytes())
+    job = root / "job"  # a directory: a job's rank files, one trace
+    job.mkdir()
+    for rank_file in sorted((Path(__file__).parent / "data" / "pytorch_dist").glob("straggler.rank*.json.gz")):
+        (job / rank_file.name).write_bytes(rank_file.read_bytes())
 
     async def work(s: ClientSession) -> dict[str, Any]:
         calls = {
@@ -148,6 +152,8 @@ def test_refusals_are_one_line_and_missing_facts_typed(graph, db_uri, tmp_path):
         out = {k: await s.call_tool(tool, args) for k, (tool, args) in calls.items()}
         out["ingest"] = answer(await s.call_tool("ingest", {"path": names.name, "trace": "mcp-names"}))
         out["unavailable"] = answer(await s.call_tool("top-ops", {"trace": "mcp-names"}))
+        out["job"] = answer(await s.call_tool("ingest", {"path": "job", "trace": "mcp-job"}))
+        out["stragglers"] = answer(await s.call_tool("straggler-ranks", {"trace": "mcp-job"}))
         return out
 
     got = with_session(db_uri, root, work)
@@ -164,6 +170,9 @@ def test_refusals_are_one_line_and_missing_facts_typed(graph, db_uri, tmp_path):
     # nothing was written by the refused statements
     assert graph.run("MATCH (n:Op {trace: 'x'}) RETURN count(n)", {}, trace=None).rows[0][0] == 0
     assert got["unavailable"]["not_available"]["fact"] == "times"
+    # a directory is one trace: the job of its rank files
+    assert got["job"]["trace"] == "mcp-job" and got["job"]["nodes"]["Rank"] == 4
+    assert got["stragglers"]["rows"] == cli_json(db_uri, "query", "straggler-ranks", "--trace", "mcp-job")
     assert got["unavailable"]["note"].startswith("not available: ")
 
 
