@@ -313,7 +313,7 @@ def test_device_lanes_flows_and_bind_ids(tmp_path):
     for name in ("gemm", "MemcpyDtoH", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"):
         assert ops.loc[k.loc[name, "op"], "name"] == "matmul"
     assert pd_isna(k.loc["orphan", "launch"])
-    assert ops.loc[k.loc["orphan", "op"], "name"] == "[launcher not in the trace]"
+    assert ops.loc[k.loc["orphan", "op"], "name"] == "[launched outside the trace]"
     assert tf.meta["kernels_without_launch"] == 1
     roles = dict(zip(tf.ops["name"], tf.ops["role"]))
     assert roles["cudaStreamSynchronize"] == "sync" and roles["cudaLaunchKernel"] == "runtime"

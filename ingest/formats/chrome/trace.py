@@ -53,7 +53,8 @@ What becomes what:
   start binds to the innermost span of its thread enclosing its time; its
   end likewise, or (without ``"bp": "e"``) to the next span starting after
   it. A kernel without a launch belongs to its device's op
-  ``op:outside:<n>`` named ``[launcher not in the trace]`` (type
+  ``op:outside:<n>`` named ``[launched outside the trace]`` (as in every
+  format with launches; type
   ``OutsideTrace``; zero-length at the first such kernel's start); their
   number is ``meta_kernels_without_launch``.
 * Phase: PaddlePaddle's ``Forward``, ``Backward``, ``Optimization`` and
@@ -102,7 +103,16 @@ from tracegraph.ingest import source
 from tracegraph.ingest.formats.chrome import counters
 from tracegraph.ingest.formats.chrome.load import FORMAT_NAME, Document, load
 from tracegraph.ingest.formats.chrome.producers import DEVICE_CATEGORIES, Producer, recognise
-from tracegraph.ingest.formats.kit import FormatInfo, FramesBuilder, Joins, Kind, Role, is_communication_kernel, uid
+from tracegraph.ingest.formats.kit import (
+    OUTSIDE_OP_NAME,
+    FormatInfo,
+    FramesBuilder,
+    Joins,
+    Kind,
+    Role,
+    is_communication_kernel,
+    uid,
+)
 from tracegraph.ingest.frames import TraceFrames
 
 FORMAT = FormatInfo(FORMAT_NAME, "chrome", Joins.ALONE, "Chrome Trace Event JSON (JAX, TensorFlow, PaddlePaddle, any)")
@@ -113,7 +123,6 @@ MAX_TIME_US = 2**62 // 1000
 # How far past its parent's end a nested op may end (ns): microsecond rounding.
 NEST_SLACK_NS = 1000
 CORRELATION_ARGS = ("correlation", "correlation id", "correlation_id", "correlationId")
-OUTSIDE_OP_NAME = "[launcher not in the trace]"
 # Records that are neither work nor markers: Kineto's synchronization records
 # (a reader of their own, pytorch-kineto, turns them into sync edges).
 SKIPPED_CATEGORIES = frozenset({"cuda_sync"})
