@@ -243,11 +243,15 @@ def test_streamable_http_behind_the_api_key(graph, db_uri):
                     for name, analysis in catalog().items():
                         params = {"trace": "mcp-http", **_params(analysis, graph, "mcp-http")}
                         analyses[name] = (params, answer(await s.call_tool(name, params)))
-                    return {"tools": listed, "ingest": ingested, "analyses": analyses}
+                    query = {"query": "MATCH (o:Op {trace: $trace}) RETURN count(o) AS ops", "trace": "mcp-http"}
+                    counted = answer(await s.call_tool("cypher", query))
+                    return {"tools": listed, "ingest": ingested, "analyses": analyses, "cypher": counted}
 
         got = anyio.run(run)
     assert set(got["tools"]) == {*SERVICE_TOOLS, *catalog()}
     assert got["ingest"]["trace"] == "mcp-http"
+    ops = cli_json(db_uri, "cypher", "MATCH (o:Op {trace: $trace}) RETURN count(o) AS ops", "--trace", "mcp-http")
+    assert got["cypher"]["rows"] == ops and ops[0]["ops"] > 0
     # every analysis over HTTP: the CLI's rows, as over stdio
     for name, (params, body) in got["analyses"].items():
         args = [a for k, v in params.items() if k != "trace" for a in ("--param", f"{k}={v}")]
