@@ -57,6 +57,15 @@ class Database:
         (n,) = next(self.run(f'SELECT count(*) FROM "{table}"'))
         return int(n)
 
+    def times(self, table: str, start: Any, end: Any) -> tuple[int, int]:
+        """A record's integer (start, end), checked: one-line InputError
+        naming the table for times that are not integers or run backwards."""
+        if not isinstance(start, int) or not isinstance(end, int):
+            raise InputError(self.path, f"{table}: a record without integer start and end times")
+        if end < start:
+            raise InputError(self.path, f"{table}: a record ends ({end}) before it starts ({start})")
+        return start, end
+
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
         """A statement of the reader's, its rows, within the time limit."""
         deadline = time.monotonic() + QUERY_TIME_LIMIT_S

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_here, ready_traces
+from test_analyses import _union_length
 
 from tracegraph.errors import InputError
 from tracegraph.ingest import pipeline
@@ -36,18 +37,6 @@ def real() -> dict:
 
 def _process(doc: dict) -> dict:
     return doc["rocprofiler-sdk-tool"][0]
-
-
-def _union_ns(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 def test_detected_by_content_plain_and_gzipped(real, tmp_path):
@@ -98,20 +87,20 @@ def test_analyses_on_both_engines(graph, real):
     (row,) = run_analysis(graph, "device-time-breakdown", "rocprof-real", {}).records()
     window = max(e for _, e in spans) - min(s for s, _ in spans)
     assert row["window_us"] == pytest.approx(window / 1000, abs=1e-3)
-    assert row["busy_us"] == pytest.approx(_union_ns(spans) / 1000, abs=1e-3)
-    assert row["communication_us"] == pytest.approx(_union_ns(comm) / 1000, abs=1e-3)
-    assert row["computation_us"] == pytest.approx(_union_ns(compute) / 1000, abs=1e-3)
+    assert row["busy_us"] == pytest.approx(_union_length(spans) / 1000, abs=1e-3)
+    assert row["communication_us"] == pytest.approx(_union_length(comm) / 1000, abs=1e-3)
+    assert row["computation_us"] == pytest.approx(_union_length(compute) / 1000, abs=1e-3)
     # exposed communication: communication time with no compute kernel at the same time
-    exposed = _union_ns(comm) - (_union_ns(comm) + _union_ns(compute) - _union_ns(comm + compute))
+    exposed = _union_length(comm) - (_union_length(comm) + _union_length(compute) - _union_length(comm + compute))
     assert row["exposed_communication_us"] == pytest.approx(exposed / 1000, abs=1e-3)
     # the busiest stream, by the union of its kernels
     per_stream: dict[int, list[tuple[int, int]]] = {}
     for d in dispatches:
         per_stream.setdefault(d["stream_id"]["handle"], []).append((d["start_timestamp"], d["end_timestamp"]))
     rows = run_analysis(graph, "stream-utilization", "rocprof-real", {"min_gap_us": "0"}).records()
-    top = max(per_stream, key=lambda s: _union_ns(per_stream[s]))
+    top = max(per_stream, key=lambda s: _union_length(per_stream[s]))
     by_name = {r["stream"]: r for r in rows}
-    assert by_name[f"stream:{top}"]["busy_us"] == pytest.approx(_union_ns(per_stream[top]) / 1000, abs=1e-3)
+    assert by_name[f"stream:{top}"]["busy_us"] == pytest.approx(_union_length(per_stream[top]) / 1000, abs=1e-3)
     assert by_name[f"stream:{top}"]["kernels"] == len(per_stream[top])
     for name in ("top-ops", "op-type-breakdown", "idle-gaps", "observed-critical-path"):
         res = run_analysis(graph, name, "rocprof-real", {})

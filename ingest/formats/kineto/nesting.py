@@ -5,6 +5,8 @@ collectives, and the order ops are taken in (``seq``)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -107,6 +109,18 @@ def collective_calls(
     has = parents >= 0
     parent_c10d[has] = c10d[parents[has]]
     return c10d & ~point_to_point & ~parent_c10d
+
+
+def host_ops(threads: Sequence[Hashable], start: I64, end: I64) -> tuple[I64, I64]:
+    """For host ops read from a format without memory records (Nsight
+    Systems, rocprof): each op's parent position (-1: none) by
+    :func:`nesting`'s rule on its thread (any key: a global thread id, an OS
+    tid), and its ``seq`` (:func:`seq_order`)."""
+    codes: dict[Hashable, int] = {}
+    thread = np.asarray([codes.setdefault(t, len(codes)) for t in threads], dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    parents, _ = nesting(thread, start, end, np.arange(len(thread), dtype=np.int64), empty, empty, empty)
+    return parents, seq_order(start, end)
 
 
 def seq_order(start: I64, end: I64) -> I64:

@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kineto.nesting import nesting
+from tracegraph.ingest.formats.kineto.nesting import host_ops
 from tracegraph.ingest.formats.kit import (
     OUTSIDE_OP_NAME,
     FormatInfo,
@@ -169,15 +169,9 @@ class _Reader:
                 b.devices[cpus[p]]["rank"] = r
         # host ops: calls and NVTX ranges, nested per thread
         host = call_rows + nvtx_rows
-        threads = {t: i for i, t in enumerate(sorted({h[3] for h in host}))}
-        op_thread = np.asarray([threads[h[3]] for h in host], dtype=np.int64)
         op_start = np.asarray([h[1] for h in host], dtype=np.int64)
         op_end = np.asarray([h[2] for h in host], dtype=np.int64)
-        empty = np.zeros(0, dtype=np.int64)
-        parents, _ = nesting(op_thread, op_start, op_end, np.arange(len(host), dtype=np.int64), empty, empty, empty)
-        order = np.lexsort((np.arange(len(host)), -op_end, op_start))
-        seq = np.empty(len(host), dtype=np.int64)
-        seq[order] = np.arange(len(host))
+        parents, seq = host_ops([h[3] for h in host], op_start, op_end)
         uids = [h[0] for h in host]
         for i, (u, start, end, gtid, name, category, role, attrs) in enumerate(host):
             process = _process(gtid)
@@ -251,13 +245,6 @@ class _Reader:
             )
         return found
 
-    def _times(self, table: str, start: Any, end: Any) -> tuple[int, int]:
-        if not isinstance(start, int) or not isinstance(end, int):
-            raise InputError(self.ex.path, f"{table}: a record without integer start and end times")
-        if end < start:
-            raise InputError(self.ex.path, f"{table}: a record ends ({end}) before it starts ({start})")
-        return start, end
-
     def _call_records(self) -> list[tuple[Any, ...]]:
         out = []
         for table, tag, category in (
@@ -266,7 +253,7 @@ class _Reader:
         ):
             cols = ("rowid", "start", "end", "globalTid", "correlationId", "nameId")
             for row, start, end, gtid, correlation, name_id in self.ex.rows(table, cols):
-                start, end = self._times(table, start, end)
+                start, end = self.ex.times(table, start, end)
                 if not isinstance(gtid, int) or _process(gtid) not in self.ranks:
                     continue
                 raw = self.ex.string(name_id) or "[unnamed call]"
@@ -293,7 +280,7 @@ class _Reader:
                 continue
             if kind in _NVTX_MARKS or end is None:
                 end = start
-            start, end = self._times("NVTX_EVENTS", start, end)
+            start, end = self.ex.times("NVTX_EVENTS", start, end)
             name = text if isinstance(text, str) else (ex.string(text_id) or "[unnamed range]")
             u = uid(Kind.OP, self.ranks[_process(gtid)], "nvtx", row)
             attrs = {
@@ -311,7 +298,7 @@ class _Reader:
         for row, start, end, pid, device, stream, corr, demangled, short, mangled in ex.rows(
             "CUPTI_ACTIVITY_KIND_KERNEL", base + names["CUPTI_ACTIVITY_KIND_KERNEL"]
         ):
-            start, end = self._times("CUPTI_ACTIVITY_KIND_KERNEL", start, end)
+            start, end = self.ex.times("CUPTI_ACTIVITY_KIND_KERNEL", start, end)
             name = ex.string(demangled) or ex.string(short) or ex.string(mangled) or "[unnamed kernel]"
             kind = "communication" if is_communication_kernel(name) else "compute"
             u = uid(Kind.KERNEL, self.ranks.get(pid, 0), "k", row)
@@ -319,7 +306,7 @@ class _Reader:
         for row, start, end, pid, device, stream, corr, nbytes, copy_kind in ex.rows(
             "CUPTI_ACTIVITY_KIND_MEMCPY", (*base, "bytes", "copyKind")
         ):
-            start, end = self._times("CUPTI_ACTIVITY_KIND_MEMCPY", start, end)
+            start, end = self.ex.times("CUPTI_ACTIVITY_KIND_MEMCPY", start, end)
             direction = _COPY_KINDS.get(copy_kind) if isinstance(copy_kind, int) else None
             u = uid(Kind.KERNEL, self.ranks.get(pid, 0), "cp", row)
             name = f"Memcpy {direction or 'Unknown'}"
@@ -327,7 +314,7 @@ class _Reader:
         for row, start, end, pid, device, stream, corr, nbytes in ex.rows(
             "CUPTI_ACTIVITY_KIND_MEMSET", (*base, "bytes")
         ):
-            start, end = self._times("CUPTI_ACTIVITY_KIND_MEMSET", start, end)
+            start, end = self.ex.times("CUPTI_ACTIVITY_KIND_MEMSET", start, end)
             u = uid(Kind.KERNEL, self.ranks.get(pid, 0), "ms", row)
             out.append((u, start, end, pid, device, stream, corr, "Memset", "memset", _int(nbytes), None))
         return [r for r in out if r[3] in self.ranks]

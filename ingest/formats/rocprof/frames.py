@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from tracegraph.errors import InputError
-from tracegraph.ingest.formats.kineto.nesting import nesting
+from tracegraph.ingest.formats.kineto.nesting import host_ops
 from tracegraph.ingest.formats.kit import (
     OUTSIDE_OP_NAME,
     FramesBuilder,
@@ -140,16 +140,9 @@ class _Builder:
         if self.multi:
             b.devices[cpu]["rank"] = rank
         calls = p.calls
-        threads = {t: i for i, t in enumerate(sorted({c.thread for c in calls}))}
-        op_thread = np.asarray([threads[c.thread] for c in calls], dtype=np.int64)
         op_start = np.asarray([c.start for c in calls], dtype=np.int64)
         op_end = np.asarray([c.end for c in calls], dtype=np.int64)
-        empty = np.zeros(0, dtype=np.int64)
-        index = np.arange(len(calls), dtype=np.int64)
-        parents, _ = nesting(op_thread, op_start, op_end, index, empty, empty, empty)
-        order = np.lexsort((index, -op_end, op_start))
-        seq = np.empty(len(calls), dtype=np.int64)
-        seq[order] = np.arange(len(calls))
+        parents, seq = host_ops([c.thread for c in calls], op_start, op_end)
         uids = [uid(Kind.OP, rank, "call", i) for i in range(len(calls))]
         launchers: dict[int, tuple[int, str]] = {}
         for i, c in enumerate(calls):

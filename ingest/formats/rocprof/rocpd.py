@@ -169,17 +169,10 @@ class _Capture:
             sql = f'SELECT {select}, NULL, NULL FROM "{self.t(table)}" r ORDER BY r."rowid"'
         yield from self.db.run(sql)
 
-    def _times(self, table: str, start: Any, end: Any) -> tuple[int, int]:
-        if not isinstance(start, int) or not isinstance(end, int):
-            raise InputError(self.db.path, f"{self.t(table)}: a record without integer start and end times")
-        if end < start:
-            raise InputError(self.db.path, f"{self.t(table)}: a record ends ({end}) before it starts ({start})")
-        return start, end
-
     def _calls(self) -> Iterator[tuple[Any, Call]]:
         cols = ("start", "end", "pid", "tid", "name_id")
         for start, end, pid, tid, name_id, category, correlation in self._joined("rocpd_region", cols):
-            start, end = self._times("rocpd_region", start, end)
+            start, end = self.db.times(self.t("rocpd_region"), start, end)
             domain = self.strings.get(category) or "UNKNOWN"
             name = self.strings.get(name_id) or "[unnamed region]"
             thread = self.threads.get(tid, tid if isinstance(tid, int) else 0)
@@ -190,7 +183,7 @@ class _Capture:
         for start, end, pid, tid, agent, kernel, queue, stream, _, correlation in self._joined(
             "rocpd_kernel_dispatch", dispatch
         ):
-            start, end = self._times("rocpd_kernel_dispatch", start, end)
+            start, end = self.db.times(self.t("rocpd_kernel_dispatch"), start, end)
             name = self.symbols.get(kernel) or f"[kernel {kernel}]"
             thread = self.threads.get(tid, 0)
             lane = self._lane(stream, queue)
@@ -210,7 +203,7 @@ class _Capture:
         for start, end, pid, tid, name_id, dst, src, size, queue, stream, _, correlation in self._joined(
             "rocpd_memory_copy", cols
         ):
-            start, end = self._times("rocpd_memory_copy", start, end)
+            start, end = self.db.times(self.t("rocpd_memory_copy"), start, end)
             direction = copy_direction(self.strings.get(name_id) or "")
             gpu_end = dst if self._is_gpu(dst) else src
             yield (
@@ -235,7 +228,7 @@ class _Capture:
         for start, end, pid, tid, agent, kind, level, address, size, _, correlation in self._joined(
             "rocpd_memory_allocate", cols
         ):
-            _, end = self._times("rocpd_memory_allocate", start, end)
+            _, end = self.db.times(self.t("rocpd_memory_allocate"), start, end)
             if kind not in ("ALLOC", "FREE") or level not in (None, "REAL"):
                 what = f"memory_allocate {level or ''} {kind or ''}".replace("  ", " ").strip()
                 counts = not_read.setdefault(pid, {})
